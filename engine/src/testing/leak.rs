@@ -1,0 +1,96 @@
+//! The leak checker: does this JSON carry any of these secrets?
+
+use crate::game::Secret;
+use serde_json::Value;
+
+/// Field names that hold card ids (as a number or an array of numbers).
+fn is_card_field(key: &str) -> bool {
+    matches!(key, "id" | "card" | "cards" | "cardId" | "cardIds") || key.ends_with("Id") || key.ends_with("Ids")
+}
+
+fn holds_card(value: &Value, card: u32) -> bool {
+    match value {
+        Value::Number(n) => n.as_u64() == Some(u64::from(card)),
+        Value::Array(items) => {
+            items.iter().any(|v| matches!(v, Value::Number(n) if n.as_u64() == Some(u64::from(card))))
+        }
+        _ => false,
+    }
+}
+
+fn walk(value: &Value, path: &mut String, secrets: &[Secret], found: &mut Vec<String>) {
+    for secret in secrets {
+        if let Secret::Value(v) = secret {
+            if v == value {
+                found.push(format!("{path}: hidden value {v}"));
+            }
+        }
+    }
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                if is_card_field(key) {
+                    for secret in secrets {
+                        if let Secret::Card(card) = secret {
+                            if holds_card(child, *card) {
+                                found.push(format!("{path}.{key}: hidden card {card}"));
+                            }
+                        }
+                    }
+                }
+                let len = path.len();
+                path.push('.');
+                path.push_str(key);
+                walk(child, path, secrets, found);
+                path.truncate(len);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                walk(child, path, secrets, found);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Every place in `json` that reveals one of `secrets`, as `path: what` lines (empty
+/// when nothing leaks).
+pub fn find_leaks(json: &Value, secrets: &[Secret]) -> Vec<String> {
+    let mut found = Vec::new();
+    if !secrets.is_empty() {
+        walk(json, &mut String::from("$"), secrets, &mut found);
+    }
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finds_card_ids_in_id_fields_and_arrays() {
+        let view = json!({"hand": [{"id": 7, "kind": "rat"}], "pile": {"cardIds": [1, 2]}, "count": 7});
+        let leaks = find_leaks(&view, &[Secret::Card(7), Secret::Card(2)]);
+        assert_eq!(leaks.len(), 2, "{leaks:?}");
+        assert!(leaks[0].contains("$.hand[0].id"));
+        assert!(leaks[1].contains("$.pile.cardIds"));
+    }
+
+    #[test]
+    fn counts_that_equal_a_card_id_are_not_leaks() {
+        let view = json!({"deck": 7, "tableVersion": 7, "players": {"a": {"faceUpCount": 7}}});
+        assert!(find_leaks(&view, &[Secret::Card(7)]).is_empty());
+    }
+
+    #[test]
+    fn finds_hidden_values_anywhere() {
+        let view = json!({"events": [{"type": "peek", "card": {"kind": "rat"}}]});
+        let leaks = find_leaks(&view, &[Secret::Value(json!({"kind": "rat"}))]);
+        assert_eq!(leaks, vec!["$.events[0].card: hidden value {\"kind\":\"rat\"}".to_owned()]);
+    }
+}
