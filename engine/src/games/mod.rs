@@ -4,4 +4,6 @@
 //!
 //! [`Game`]: crate::game::Game
 
+pub mod cockroach_poker;
+pub mod halli_galli;
 pub mod tally;

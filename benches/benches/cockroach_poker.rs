@@ -1,0 +1,2 @@
+//! Criterion benches for cockroach_poker (being written).
+fn main() {}

@@ -1,0 +1,1 @@
+//! `cockroach-poker` (being written).

@@ -1,0 +1,1 @@
+//! `halli-galli` (being written).
