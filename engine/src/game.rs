@@ -186,7 +186,7 @@ pub struct GameResult {
 pub enum Secret {
     /// A card id. Card ids determine the face, so a hidden card's id is as secret as
     /// its face: it must not appear as the value (or in an array value) of any field
-    /// named `id`, `cardId`, `card`, `cards` or ending in `Id`/`Ids`.
+    /// named `id`, `ids`, `card`, `cards` or ending in `Id`, `Ids`, `_id`, `_ids`.
     Card(u32),
     /// A JSON value that must not appear anywhere as a subtree (e.g. `{"fruit":..}` of
     /// a specific hidden card, or a hidden pile's exact order).

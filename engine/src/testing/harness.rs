@@ -280,8 +280,10 @@ impl<G: Game> Harness<G> {
             }
         }
 
+        // A finished game times nobody out (the runner stops its timer).
+        let timeout_players = if G::result(state).is_some() { Vec::new() } else { G::timeout_players(state) };
         let timeout_now = G::timeout_not_before(state).map_or(now, |nb| nb.max(now));
-        for p in G::timeout_players(state) {
+        for p in timeout_players {
             let input = G::on_timeout(state, &p);
             if let Err(r) = G::validate(state, &Actor::Player(p.clone()), &input, &Ctx::at(timeout_now)) {
                 return Err((

@@ -3,9 +3,15 @@
 use crate::game::Secret;
 use serde_json::Value;
 
-/// Field names that hold card ids (as a number or an array of numbers).
+/// Field names that hold card ids (as a number or an array of numbers): `id`, `ids`,
+/// `card`, `cards`, and any name ending in `Id`, `Ids`, `_id` or `_ids`. Numbers in
+/// other fields (counts, versions) are not ids, so they are never reported.
 fn is_card_field(key: &str) -> bool {
-    matches!(key, "id" | "card" | "cards" | "cardId" | "cardIds") || key.ends_with("Id") || key.ends_with("Ids")
+    matches!(key, "id" | "ids" | "card" | "cards")
+        || key.ends_with("Id")
+        || key.ends_with("Ids")
+        || key.ends_with("_id")
+        || key.ends_with("_ids")
 }
 
 fn holds_card(value: &Value, card: u32) -> bool {

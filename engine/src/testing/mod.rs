@@ -14,3 +14,6 @@ pub mod leak;
 
 pub use harness::{Failure, Harness, Report};
 pub use leak::find_leaks;
+
+#[cfg(test)]
+mod selftest;
