@@ -1,0 +1,50 @@
+//! Halli Galli's bot. It reads only its view: it rings when the tops it sees show exactly
+//! five of a fruit, after a person's reaction time; now and then it rings by mistake; on
+//! its turn it flips.
+
+use super::cards::{FRUITS, TARGET};
+use super::rules::{HalliGalliAction, HalliGalliInput, Phase};
+use super::view::HalliGalliView;
+use crate::game::{BotMove, Input, PlayerId};
+use crate::rng::Rng;
+
+/// Chance per decision of ringing on a table that is not at five.
+pub const MISTAKE_RATE: f64 = 0.03;
+/// Reaction time to a table at five: 350 ms plus up to 600 ms more.
+const REACT_MIN_MS: i64 = 350;
+const REACT_SPREAD_MS: u32 = 600;
+
+/// Whether the tops in `view` show exactly five of some fruit.
+pub fn sees_five(view: &HalliGalliView) -> bool {
+    let mut sums = [0u32; 4];
+    for top in view.players.values().filter_map(|p| p.top) {
+        if let Some(s) = sums.get_mut(top.fruit.index()) {
+            *s += u32::from(top.count);
+        }
+    }
+    FRUITS.iter().any(|f| sums.get(f.index()) == Some(&TARGET))
+}
+
+pub fn choose(
+    view: &HalliGalliView,
+    _me: &PlayerId,
+    legal: &[HalliGalliInput],
+    rng: &mut Rng,
+) -> Option<BotMove<HalliGalliInput>> {
+    if view.phase != Phase::Playing {
+        return None;
+    }
+    let ring = legal.iter().find(|i| matches!(i, Input::Client(HalliGalliAction::Ring { .. }))).cloned();
+    let flip = legal.iter().find(|i| matches!(i, Input::Client(HalliGalliAction::Flip {}))).cloned();
+    if let Some(ring) = ring {
+        if sees_five(view) {
+            let delay_ms = REACT_MIN_MS + i64::from(rng.int(REACT_SPREAD_MS));
+            return Some(BotMove { input: ring, delay_ms });
+        }
+        if rng.chance(MISTAKE_RATE) {
+            let delay_ms = 200 + i64::from(rng.int(400));
+            return Some(BotMove { input: ring, delay_ms });
+        }
+    }
+    flip.map(|input| BotMove { input, delay_ms: 400 + i64::from(rng.int(800)) })
+}

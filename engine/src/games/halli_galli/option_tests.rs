@@ -1,0 +1,446 @@
+//! Every option and house rule, the contract details (legal actions, timers, refusals)
+//! and the bot, on tables laid out by hand with the helpers of `tests.rs`.
+
+use super::options::{EndMode, LatencyComp};
+use super::rules::{EndReason, HalliGalliEvent, OutReason};
+use super::tests::*;
+use super::*;
+use crate::game::Reject;
+use crate::rng::Seed;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+// ---------------------------------------------------------------- options
+
+#[test]
+fn options_parse_with_defaults_and_refuse_bad_values() {
+    let parsed = crate::options::parse::<HalliGalli>(None).unwrap();
+    assert_eq!(parsed, HalliGalliOptions::default());
+    let parsed = crate::options::parse::<HalliGalli>(Some(&json!({
+        "endMode": "official", "timeLimitMin": null, "flipSeconds": 8, "autoFlip": true, "flipGuardMs": 1000,
+        "wrongRingLockoutMs": 0, "leftoverCards": "remove", "latencyComp": "light", "showRtt": false,
+        "kidMode": true, "duelWrongLoses": true, "strikeOut": true, "penaltyEscalation": true, "wrongToPot": true
+    })))
+    .unwrap();
+    assert_eq!(parsed.end_mode, EndMode::Official);
+    assert_eq!(parsed.time_limit_min, None);
+    assert!(parsed.auto_flip && parsed.kid_mode && parsed.wrong_to_pot && !parsed.show_rtt);
+    for bad in
+        [json!({"flipSeconds": 4}), json!({"endMode": "fast"}), json!({"turbo": true}), json!({"timeLimitMin": 7})]
+    {
+        assert!(crate::options::parse::<HalliGalli>(Some(&bad)).is_err(), "{bad}");
+    }
+    for m in HalliGalli::options_meta() {
+        assert!(m.choices.iter().any(|c| c.value == m.default), "{}", m.key);
+        assert!(!m.title.is_empty());
+    }
+}
+
+#[test]
+fn action_shapes_follow_the_protocol() {
+    assert_eq!(serde_json::from_value::<HalliGalliAction>(json!({"type": "flip"})).unwrap(), HalliGalliAction::Flip {});
+    assert_eq!(
+        serde_json::from_value::<HalliGalliAction>(json!({"type": "ring", "version": 3})).unwrap(),
+        HalliGalliAction::Ring { version: 3 }
+    );
+    assert!(serde_json::from_value::<HalliGalliAction>(json!({"type": "flip", "x": 1})).is_err());
+    assert!(serde_json::from_value::<HalliGalliAction>(json!({"type": "ring"})).is_err());
+    assert!(serde_json::from_value::<HalliGalliAction>(json!({"type": "ring", "version": 1, "at": 5})).is_err());
+    assert!(
+        serde_json::from_value::<HalliGalliAction>(json!({"type": "tick"})).is_err(),
+        "system inputs are not actions"
+    );
+    assert_eq!(
+        serde_json::to_value(HalliGalliAction::Ring { version: 2 }).unwrap(),
+        json!({"type": "ring", "version": 2})
+    );
+}
+
+#[test]
+fn auto_flip_refuses_client_flips_and_the_server_flips_every_flip_seconds() {
+    let options = HalliGalliOptions { auto_flip: true, flip_seconds: 2, ..no_limit() };
+    let mut pool = Pool::default();
+    let s = table(options, &["a", "b"], vec![pool.filler(3), pool.filler(3)], vec![vec![], vec![]], vec![], "a");
+    let err = try_act(&s, Actor::Player(pid("a")), Input::Client(HalliGalliAction::Flip {}), T0 + 100, None);
+    assert_eq!(code(err.unwrap_err()), "auto_flip");
+    assert!(!HalliGalli::legal_actions(&s, &pid("a"), T0 + 100)
+        .iter()
+        .any(|i| matches!(i, Input::Client(HalliGalliAction::Flip {}))));
+    let s1 = run_timer(&s, T0 + 2000).state;
+    assert_eq!((s1.turn.clone(), s1.turn_deadline), (pid("b"), T0 + 4000));
+    let s2 = run_timer(&s1, T0 + 4000).state;
+    assert_eq!((s2.turn.clone(), s2.table_version), (pid("a"), 2));
+    // Rings still work in auto-flip mode.
+    assert!(!HalliGalli::legal_actions(&s2, &pid("b"), T0 + 4000).is_empty());
+}
+
+#[test]
+fn kid_mode_gives_8_seconds_per_flip() {
+    let options = HalliGalliOptions { kid_mode: true, flip_seconds: 2, ..no_limit() };
+    let mut pool = Pool::default();
+    let s = table(options, &["a", "b"], vec![pool.filler(3), pool.filler(3)], vec![vec![], vec![]], vec![], "a");
+    assert_eq!(s.turn_deadline, T0 + 8000);
+    let s = flip(&s, "a", T0 + 100).state;
+    assert_eq!(s.turn_deadline, T0 + 8100);
+    let v = HalliGalli::view(&s, None, &ViewCtx::at(T0));
+    assert_eq!(v.flip_ms, 8000);
+}
+
+#[test]
+fn flip_seconds_and_flip_guard_options_set_the_timers() {
+    for (secs, guard) in [(2, 400), (3, 600), (5, 1000), (8, 600)] {
+        let options = HalliGalliOptions { flip_seconds: secs, flip_guard_ms: guard, ..no_limit() };
+        let mut pool = Pool::default();
+        let s = table(options, &["a", "b"], vec![pool.filler(3), pool.filler(3)], vec![vec![], vec![]], vec![], "a");
+        let s = flip(&s, "a", T0).state;
+        assert_eq!(s.turn_deadline, T0 + i64::from(secs) * 1000);
+        assert_eq!(s.flip_allowed_at, T0 + i64::from(guard));
+    }
+}
+
+#[test]
+fn lockout_zero_lets_a_wrong_ringer_ring_again_at_once_and_2000_locks_two_seconds() {
+    let (s, _) = tops(HalliGalliOptions { wrong_ring_lockout_ms: 0, ..no_limit() }, &[Some((S, 1)), None, None]);
+    let s = ring(&s, "a", T0);
+    assert!(ring_v(&s, "a", s.table_version, T0).is_ok());
+    let (s, _) = tops(HalliGalliOptions { wrong_ring_lockout_ms: 2000, ..no_limit() }, &[Some((S, 1)), None, None]);
+    let s = ring(&s, "a", T0);
+    assert_eq!(code(ring_v(&s, "a", s.table_version, T0 + 1999).unwrap_err()), "locked");
+    assert!(ring_v(&s, "a", s.table_version, T0 + 2000).is_ok());
+}
+
+#[test]
+fn time_limit_options_set_ends_at_after_the_countdown() {
+    for (limit, ends) in [(Some(5), Some(5)), (Some(10), Some(10)), (Some(15), Some(15)), (None, None)] {
+        let s = start(3, &HalliGalliOptions { time_limit_min: limit, ..Default::default() }, 3);
+        assert_eq!(s.ends_at, ends.map(|m: i64| T0 + 3000 + m * 60_000));
+    }
+}
+
+#[test]
+fn latency_light_earliest_compensated_correct_ring_wins_at_resolve() {
+    let options = HalliGalliOptions { latency_comp: LatencyComp::Light, ..no_limit() };
+    let (s, _) = tops(options, &[Some((S, 2)), Some((S, 3)), None]);
+    // a arrives first with a fast line; c arrives 30 ms later but with RTT 200 (credit 80,
+    // capped from 100): c's compensated time is earlier.
+    let s1 = ring_rtt(&s, "a", T0, 20); // adj T0 - 10
+    assert_eq!(s1.ring_window.as_ref().map(|w| (w.opened_at, w.closes_at())), Some((T0, T0 + 50)));
+    assert_eq!(s1.table_version, 0, "nothing collected yet");
+    assert_eq!(HalliGalli::deadline(&s1), Some(T0 + 50));
+    assert!(HalliGalli::timeout_players(&s1).is_empty());
+    let s2 = ring_rtt(&s1, "c", T0 + 30, 200); // adj T0 + 30 - 80 = T0 - 50
+    let err = ring_v(&s2, "a", 0, T0 + 31).unwrap_err();
+    assert_eq!(code(err), "already_rang");
+    // A flip during the window is held until after it.
+    let s3 = flip(&s2, "a", T0 + 40).state;
+    assert_eq!((s3.pending_flip.clone(), s3.table_version), (Some(pid("a")), 0));
+    assert_eq!(HalliGalli::tick(&s3, T0 + 49), None);
+    assert_eq!(HalliGalli::tick(&s3, T0 + 50), Some(HalliGalliSystem::Resolve {}));
+    let resolved = run_timer(&s3, T0 + 50);
+    assert_eq!(resolved.state.correct_count[&pid("c")], 1);
+    assert_eq!(resolved.state.correct_count[&pid("a")], 0);
+    assert_eq!(resolved.state.wrong_count[&pid("a")], 0, "the loser is not penalised");
+    assert_eq!((resolved.state.turn.clone(), resolved.state.table_version), (pid("c"), 1));
+    assert_eq!(resolved.state.pending_flip, None);
+    assert!(resolved.state.ring_window.is_none());
+    // A ring of the old version after resolve is late.
+    assert_eq!(code(ring_v(&resolved.state, "b", 0, T0 + 60).unwrap_err()), "late");
+    // Equal compensated times: arrival order decides; no RTT means no credit.
+    let s1 = ring_rtt(&s, "b", T0, 100); // T0 - 50
+    let s2 = ring_rtt(&s1, "a", T0 + 20, 140); // T0 + 20 - 70: the same, but arrived later
+    assert_eq!(run_timer(&s2, T0 + 50).state.correct_count[&pid("b")], 1);
+}
+
+#[test]
+fn latency_light_wrong_rings_are_penalised_at_once() {
+    let options = HalliGalliOptions { latency_comp: LatencyComp::Light, ..no_limit() };
+    let (s, _) = tops(options, &[Some((S, 2)), Some((S, 2)), None]);
+    let after = ring_rtt(&s, "a", T0, 100);
+    assert!(after.ring_window.is_none());
+    assert_eq!(after.wrong_count[&pid("a")], 1);
+    assert_eq!(deck(&after, "a").len(), 3);
+}
+
+#[test]
+fn show_rtt_puts_rtt_and_colour_band_in_the_view_and_slow_players_get_a_hint() {
+    let (s, _) = tops(no_limit(), &[None, None, None]);
+    let mut rtt = BTreeMap::new();
+    rtt.insert(pid("a"), 79);
+    rtt.insert(pid("b"), 199);
+    rtt.insert(pid("c"), 200);
+    let ctx = ViewCtx { now: T0, rtt: Some(&rtt) };
+    let v = serde_json::to_value(HalliGalli::view(&s, Some(&pid("c")), &ctx)).unwrap();
+    assert_eq!((v["players"]["a"]["rtt"].clone(), v["players"]["a"]["rttBand"].clone()), (json!(79), json!("green")));
+    assert_eq!(v["players"]["b"]["rttBand"], "yellow");
+    assert_eq!(v["players"]["c"]["rttBand"], "red");
+    assert_eq!(v["slowNotice"], "연결이 느려요");
+    let v = serde_json::to_value(HalliGalli::view(&s, Some(&pid("a")), &ctx)).unwrap();
+    assert_eq!(v["slowNotice"], json!(null));
+    // Off: no RTTs shown.
+    let (s, _) = tops(HalliGalliOptions { show_rtt: false, ..no_limit() }, &[None, None, None]);
+    let v = serde_json::to_value(HalliGalli::view(&s, None, &ctx)).unwrap();
+    assert_eq!(v["players"]["a"]["rtt"], json!(null));
+    assert_eq!(v["players"]["a"]["rttBand"], json!(null));
+}
+
+#[test]
+fn view_has_the_protocol_fields() {
+    let (s, _) = tops(no_limit(), &[Some((S, 2)), None, None]);
+    let s = ring(&s, "b", T0 + 5); // wrong: locks b
+    let v = serde_json::to_value(HalliGalli::view(&s, Some(&pid("a")), &ViewCtx::at(T0 + 10))).unwrap();
+    for key in [
+        "phase",
+        "turn",
+        "tableVersion",
+        "order",
+        "players",
+        "pot",
+        "endsAt",
+        "lastBell",
+        "now",
+        "turnDeadline",
+        "eliminated",
+    ] {
+        assert!(v.get(key).is_some(), "missing {key}");
+    }
+    for key in ["deck", "faceUpCount", "top", "active", "lockedUntil", "rtt"] {
+        assert!(v["players"]["a"].get(key).is_some(), "missing players.a.{key}");
+    }
+    assert_eq!(v["phase"], "playing");
+    assert_eq!(v["now"], T0 + 10);
+    assert_eq!(v["players"]["b"]["lockedUntil"], T0 + 1005);
+    assert_eq!(v["players"]["b"]["locked"], true);
+    assert_eq!(v["lastBell"], json!({"player": "b", "correct": false, "at": T0 + 5}));
+    assert_eq!(v["canFlip"], true);
+    assert_eq!(v["players"]["c"]["top"], json!(null));
+}
+
+// ---------------------------------------------------------------- house rules
+
+#[test]
+fn duel_wrong_loses_ends_a_one_on_one_at_the_wrong_ring() {
+    let options = HalliGalliOptions { duel_wrong_loses: true, ..no_limit() };
+    let (s, _) = tops(options.clone(), &[Some((S, 1)), None]);
+    let done = ring(&s, "a", T0);
+    assert_eq!(done.phase, Phase::Ended);
+    assert_eq!(HalliGalli::result(&done).unwrap().ranking, vec![vec![pid("b")], vec![pid("a")]]);
+    // With three players it is an ordinary wrong ring.
+    let (s, _) = tops(options, &[Some((S, 1)), None, None]);
+    let after = ring(&s, "a", T0);
+    assert_eq!((after.phase, deck(&after, "a").len()), (Phase::Playing, 3));
+}
+
+#[test]
+fn strike_out_forfeits_at_the_third_wrong_ring_and_moves_the_deck_under_the_bell() {
+    let options = HalliGalliOptions { strike_out: true, wrong_ring_lockout_ms: 0, ..no_limit() };
+    let mut pool = Pool::default();
+    let s = table(
+        options,
+        &["a", "b", "c"],
+        vec![pool.filler(10), pool.filler(5), pool.filler(5)],
+        vec![vec![]; 3],
+        vec![],
+        "a",
+    );
+    let s = ring(&s, "a", T0);
+    let s = ring(&s, "a", T0 + 1);
+    assert!(s.is_active(&pid("a")));
+    let left = deck(&s, "a").len() - 2;
+    let applied =
+        try_act(&s, Actor::Player(pid("a")), Input::Client(HalliGalliAction::Ring { version: 0 }), T0 + 2, None)
+            .unwrap();
+    let s = applied.state;
+    assert_eq!(s.eliminated, vec![pid("a")]);
+    assert_eq!(s.pot.len(), left);
+    assert!(applied.events.contains(&HalliGalliEvent::Eliminated { player: pid("a"), reason: OutReason::StrikeOut }));
+    assert_eq!(s.turn, pid("b"), "a's turn passes on");
+    // Off: three wrong rings are just penalties.
+    let mut pool = Pool::default();
+    let options = HalliGalliOptions { wrong_ring_lockout_ms: 0, ..no_limit() };
+    let s = table(
+        options,
+        &["a", "b", "c"],
+        vec![pool.filler(5), pool.filler(10), pool.filler(5)],
+        vec![vec![]; 3],
+        vec![],
+        "a",
+    );
+    let s = ring(&ring(&ring(&s, "b", T0), "b", T0), "b", T0);
+    assert!(s.is_active(&pid("b")));
+}
+
+#[test]
+fn penalty_escalation_gives_1_then_2_then_3_cards_to_each() {
+    let options = HalliGalliOptions { penalty_escalation: true, wrong_ring_lockout_ms: 0, ..no_limit() };
+    let mut pool = Pool::default();
+    let decks = vec![pool.filler(20), pool.filler(5), pool.filler(5)];
+    let s = table(options, &["a", "b", "c"], decks, vec![vec![]; 3], vec![], "b");
+    let s1 = ring(&s, "a", T0);
+    assert_eq!([deck(&s1, "a").len(), deck(&s1, "b").len(), deck(&s1, "c").len()], [18, 6, 6]);
+    let s2 = ring(&s1, "a", T0);
+    assert_eq!([deck(&s2, "a").len(), deck(&s2, "b").len(), deck(&s2, "c").len()], [14, 8, 8]);
+    let s3 = ring(&s2, "a", T0);
+    assert_eq!([deck(&s3, "a").len(), deck(&s3, "b").len(), deck(&s3, "c").len()], [8, 11, 11]);
+    // Not enough for the 4th (8 of 8 needed is enough: exactly zero, stays).
+    let s4 = ring(&s3, "a", T0);
+    assert!(deck(&s4, "a").is_empty() && s4.is_active(&pid("a")));
+}
+
+#[test]
+fn wrong_to_pot_puts_penalty_cards_under_the_bell() {
+    let options = HalliGalliOptions { wrong_to_pot: true, ..no_limit() };
+    let (s, _) = tops(options.clone(), &[Some((S, 1)), None, None]);
+    let applied =
+        try_act(&s, Actor::Player(pid("b")), Input::Client(HalliGalliAction::Ring { version: 0 }), T0, None).unwrap();
+    let after = applied.state;
+    assert_eq!((deck(&after, "b").len(), after.pot.len()), (3, 2));
+    assert_eq!((deck(&after, "a").len(), deck(&after, "c").len()), (5, 5));
+    assert!(applied.events.contains(&HalliGalliEvent::Penalty { player: pid("b"), to: vec![], to_pot: 2 }));
+    // Short of cards: what there is goes under the bell and the ringer is out.
+    let mut pool = Pool::default();
+    let s = table(
+        options,
+        &["a", "b", "c"],
+        vec![pool.filler(3), pool.filler(1), pool.filler(3)],
+        vec![vec![]; 3],
+        vec![],
+        "a",
+    );
+    let after = ring(&s, "b", T0);
+    assert_eq!((after.pot.len(), after.eliminated.clone()), (1, vec![pid("b")]));
+}
+
+// ---------------------------------------------------------------- contract details
+
+#[test]
+fn legal_actions_offer_flip_to_the_turn_player_and_ring_to_everyone_in() {
+    let (s, _) = tops(no_limit(), &[Some((S, 1)), None, None]);
+    let legal = HalliGalli::legal_actions(&s, &pid("a"), T0);
+    assert_eq!(
+        legal,
+        vec![Input::Client(HalliGalliAction::Flip {}), Input::Client(HalliGalliAction::Ring { version: 0 })]
+    );
+    assert_eq!(
+        HalliGalli::legal_actions(&s, &pid("b"), T0),
+        vec![Input::Client(HalliGalliAction::Ring { version: 0 })]
+    );
+    assert!(HalliGalli::legal_actions(&s, &pid("zz"), T0).is_empty());
+    assert_eq!(HalliGalli::active_players(&s), seats(&["a", "b", "c"]));
+    assert_eq!(HalliGalli::timeout_players(&s), seats(&["a"]));
+    assert_eq!(HalliGalli::disconnect_grace_ms(&s), Some(60_000));
+    assert_eq!(HalliGalli::on_timeout(&s, &pid("a")), Input::System(HalliGalliSystem::TimeoutFlip {}));
+    // Strangers, the server and ticks before their time are refused.
+    let err = try_act(&s, Actor::Server, Input::Client(HalliGalliAction::Flip {}), T0, None).unwrap_err();
+    assert_eq!(code(err), "not_seated");
+    let err = try_act(&s, Actor::Server, Input::System(HalliGalliSystem::Tick {}), T0 + 10, None).unwrap_err();
+    assert_eq!(code(err), "not_due");
+    let err =
+        try_act(&s, Actor::Player(pid("a")), Input::System(HalliGalliSystem::Tick {}), T0 + 5000, None).unwrap_err();
+    assert_eq!(code(err), "server_only");
+    let err = try_act(&s, Actor::Server, Input::System(HalliGalliSystem::Resolve {}), T0 + 5000, None).unwrap_err();
+    assert_eq!(code(err), "not_due");
+    let err = try_act(&s, Actor::Player(pid("b")), Input::Client(HalliGalliAction::Flip {}), T0, None).unwrap_err();
+    assert_eq!((err.code(), err.reason().as_ref()), ("not_your_turn", "내 차례가 아니에요"));
+    // apply refuses what validate refuses, instead of panicking.
+    let bad = HalliGalli::apply(
+        &s,
+        &Actor::Player(pid("b")),
+        &Input::Client(HalliGalliAction::Flip {}),
+        &Ctx::at(T0),
+        &mut Rng::from_seed(Seed(1)),
+    );
+    assert!(matches!(bad, Err(EngineError::InvalidInput(_))));
+}
+
+#[test]
+fn the_game_over_refuses_everything() {
+    let options = HalliGalliOptions { duel_wrong_loses: true, ..no_limit() };
+    let (s, _) = tops(options, &[Some((S, 1)), None]);
+    let done = ring(&s, "a", T0);
+    let err = ring_v(&done, "b", done.table_version, T0 + 1).unwrap_err();
+    assert_eq!(code(err), "game_over");
+    assert!(HalliGalli::legal_actions(&done, &pid("b"), T0 + 1).is_empty());
+    assert!(HalliGalli::timeout_players(&done).is_empty());
+    assert!(HalliGalli::tick(&done, T0 + 100_000).is_none());
+    let v = HalliGalli::view(&done, Some(&pid("b")), &ViewCtx::at(T0 + 1));
+    assert_eq!((v.turn, v.can_ring, v.end_reason), (None, false, Some(EndReason::LastStanding)));
+}
+
+// ---------------------------------------------------------------- bot
+
+fn bot_view(s: &HalliGalliState, me: &str) -> view::HalliGalliView {
+    HalliGalli::view(s, Some(&pid(me)), &ViewCtx::at(T0))
+}
+
+#[test]
+fn bot_rings_on_a_correct_table_after_a_human_delay() {
+    let (s, _) = tops(no_limit(), &[Some((S, 2)), Some((S, 3)), None]);
+    let legal = HalliGalli::legal_actions(&s, &pid("b"), T0);
+    for seed in 0..50 {
+        let mv = HalliGalli::bot_move(&bot_view(&s, "b"), &pid("b"), &legal, &mut Rng::from_seed(Seed(seed))).unwrap();
+        assert_eq!(mv.input, Input::Client(HalliGalliAction::Ring { version: 0 }));
+        assert!((350..950).contains(&mv.delay_ms), "{}", mv.delay_ms);
+    }
+}
+
+#[test]
+fn bot_flips_on_its_turn_and_rarely_rings_wrongly() {
+    let (s, _) = tops(no_limit(), &[Some((S, 2)), Some((S, 2)), None]);
+    let legal = HalliGalli::legal_actions(&s, &pid("a"), T0);
+    let mut wrong = 0;
+    for seed in 0..1000 {
+        let mv = HalliGalli::bot_move(&bot_view(&s, "a"), &pid("a"), &legal, &mut Rng::from_seed(Seed(seed))).unwrap();
+        match mv.input {
+            Input::Client(HalliGalliAction::Flip {}) => assert!(mv.delay_ms < 1300),
+            _ => wrong += 1,
+        }
+    }
+    assert!((5..80).contains(&wrong), "{wrong} wrong rings in 1000");
+    // Not its turn and no five: it mostly waits.
+    let legal = HalliGalli::legal_actions(&s, &pid("b"), T0);
+    let waits = (0..100)
+        .filter(|seed| {
+            HalliGalli::bot_move(&bot_view(&s, "b"), &pid("b"), &legal, &mut Rng::from_seed(Seed(*seed))).is_none()
+        })
+        .count();
+    assert!(waits > 80);
+}
+
+#[test]
+fn bots_play_a_whole_game_with_legal_moves_only() {
+    let ps = seats(&["a", "b", "c", "d"]);
+    let options = HalliGalliOptions::default();
+    let mut rng = Rng::from_seed(Seed(5));
+    let mut s =
+        HalliGalli::setup(SetupCtx { players: &ps, options: &options, now: T0, game_no: None }, &mut rng).unwrap();
+    let mut bot_rng = Rng::from_seed(Seed(6));
+    let mut now = T0;
+    let mut moves = 0;
+    while HalliGalli::result(&s).is_none() {
+        // Each bot proposes; the earliest proposal happens unless a timer comes first.
+        let mut best: Option<(i64, PlayerId, HalliGalliInput)> = None;
+        for p in &ps {
+            let legal = HalliGalli::legal_actions(&s, p, now);
+            let v = HalliGalli::view(&s, Some(p), &ViewCtx::at(now));
+            if let Some(mv) = HalliGalli::bot_move(&v, p, &legal, &mut bot_rng) {
+                if best.as_ref().is_none_or(|(t, _, _)| now + mv.delay_ms < *t) {
+                    best = Some((now + mv.delay_ms, p.clone(), mv.input));
+                }
+            }
+        }
+        let timer = HalliGalli::deadline(&s).unwrap();
+        match best {
+            Some((t, p, input)) if t < timer => {
+                now = t;
+                s = try_act(&s, Actor::Player(p), input, now, Some(50)).unwrap().state;
+                moves += 1;
+            }
+            _ => {
+                now = now.max(timer);
+                s = run_timer(&s, now).state;
+            }
+        }
+    }
+    assert!(moves > 20);
+    assert!(HalliGalli::result(&s).is_some());
+}
