@@ -220,16 +220,16 @@ pub trait Game: Sized + Send + Sync + 'static {
     /// start entry of every log so replays of older games answer 410 instead of lying.
     const STATE_VERSION: u32;
 
-    type State: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
-    type Options: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
+    type State: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + Unpin + 'static;
+    type Options: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + Unpin + 'static;
     /// What a client may send. Deserialized with `deny_unknown_fields`: that is the
     /// runner's shape check.
-    type Action: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
+    type Action: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + Unpin + 'static;
     /// Inputs only the server creates (timeouts, ticks, resolves).
-    type System: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
+    type System: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + Unpin + 'static;
     type View: Debug + Serialize;
     /// Public events for animation and logs. Never hidden information.
-    type Event: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + 'static;
+    type Event: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + Unpin + 'static;
     type Reject: Reject;
 
     /// Every option with its Korean title, choices with Korean labels, and default.

@@ -2,6 +2,8 @@
 //! id to code generic over [`Game`] (the server spawns `RoomActor<G>` through it).
 
 use crate::game::Game;
+use crate::games::cockroach_poker::CockroachPoker;
+use crate::games::halli_galli::HalliGalli;
 use crate::games::tally::Tally;
 use crate::options::{defaults_json, OptionMeta};
 use serde::Serialize;
@@ -15,11 +17,17 @@ pub trait GameVisitor {
 /// The ids of all games, in catalog order. Adding a game = one line here and one in
 /// [`visit`].
 pub fn game_ids() -> Vec<&'static str> {
-    vec![Tally::ID]
+    vec![HalliGalli::ID, CockroachPoker::ID, Tally::ID]
 }
 
 /// Runs `visitor` for the game with this id; `None` for an unknown id.
 pub fn visit<V: GameVisitor>(id: &str, visitor: V) -> Option<V::Output> {
+    if id == HalliGalli::ID {
+        return Some(visitor.visit::<HalliGalli>());
+    }
+    if id == CockroachPoker::ID {
+        return Some(visitor.visit::<CockroachPoker>());
+    }
     if id == Tally::ID {
         return Some(visitor.visit::<Tally>());
     }
@@ -90,7 +98,7 @@ mod tests {
     #[test]
     fn catalog_json_uses_protocol_names() {
         let json = serde_json::to_value(catalog()).unwrap();
-        let tally = &json[0];
+        let tally = json.as_array().unwrap().iter().find(|g| g["id"] == "tally").unwrap();
         for key in ["id", "nameKo", "minPlayers", "maxPlayers", "defaultOptions", "options"] {
             assert!(tally.get(key).is_some(), "missing {key}");
         }

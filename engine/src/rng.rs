@@ -110,6 +110,8 @@ impl Rng {
     }
 
     /// A float in `[0, 1)` with 32 bits of randomness (`t / 2^32`, as the reference does).
+    /// Named as in the spec's `Rng` interface; it is not an `Iterator`.
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> f64 {
         f64::from(self.next_u32()) / 4_294_967_296.0
     }

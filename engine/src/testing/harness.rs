@@ -259,7 +259,7 @@ impl<G: Game> Harness<G> {
         (self.invariant)(state).map_err(|m| (Check::Invariant, m))?;
 
         let viewers: Vec<Option<&PlayerId>> = players.iter().map(Some).chain([None]).collect();
-        if step % self.leak_every.max(1) == 0 || G::result(state).is_some() {
+        if step.is_multiple_of(self.leak_every.max(1)) || G::result(state).is_some() {
             let vctx = ViewCtx { now, rtt: Some(rtt) };
             let events_json = serde_json::to_value(events).map_err(|e| (Check::RoundTrip, format!("events: {e}")))?;
             for viewer in &viewers {

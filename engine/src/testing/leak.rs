@@ -24,11 +24,32 @@ fn holds_card(value: &Value, card: u32) -> bool {
     }
 }
 
-fn walk(value: &Value, path: &mut String, secrets: &[Secret], found: &mut Vec<String>) {
+/// A path segment, formatted only when a leak is reported (the walk runs on every
+/// view of every step of the harness, and almost never finds anything).
+enum Seg<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+fn path_text(path: &[Seg<'_>]) -> String {
+    let mut out = String::from("$");
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                out.push('.');
+                out.push_str(k);
+            }
+            Seg::Index(i) => out.push_str(&format!("[{i}]")),
+        }
+    }
+    out
+}
+
+fn walk<'a>(value: &'a Value, path: &mut Vec<Seg<'a>>, secrets: &[Secret], found: &mut Vec<String>) {
     for secret in secrets {
         if let Secret::Value(v) = secret {
             if v == value {
-                found.push(format!("{path}: hidden value {v}"));
+                found.push(format!("{}: hidden value {v}", path_text(path)));
             }
         }
     }
@@ -39,24 +60,21 @@ fn walk(value: &Value, path: &mut String, secrets: &[Secret], found: &mut Vec<St
                     for secret in secrets {
                         if let Secret::Card(card) = secret {
                             if holds_card(child, *card) {
-                                found.push(format!("{path}.{key}: hidden card {card}"));
+                                found.push(format!("{}.{key}: hidden card {card}", path_text(path)));
                             }
                         }
                     }
                 }
-                let len = path.len();
-                path.push('.');
-                path.push_str(key);
+                path.push(Seg::Key(key));
                 walk(child, path, secrets, found);
-                path.truncate(len);
+                path.pop();
             }
         }
         Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
-                let len = path.len();
-                path.push_str(&format!("[{i}]"));
+                path.push(Seg::Index(i));
                 walk(child, path, secrets, found);
-                path.truncate(len);
+                path.pop();
             }
         }
         _ => {}
@@ -68,7 +86,7 @@ fn walk(value: &Value, path: &mut String, secrets: &[Secret], found: &mut Vec<St
 pub fn find_leaks(json: &Value, secrets: &[Secret]) -> Vec<String> {
     let mut found = Vec::new();
     if !secrets.is_empty() {
-        walk(json, &mut String::from("$"), secrets, &mut found);
+        walk(json, &mut Vec::new(), secrets, &mut found);
     }
     found
 }
