@@ -1,1 +1,32 @@
+//! # room-actor: where rooms live
+//!
+//! One actix actor per room runs a game from the engine: the mailbox is the room's
+//! fairness queue, every input is validated, applied, persisted and then broadcast.
+//!
+//! # Layout
+//!
+//! - [`room`]: `RoomActor<G>`, the runner (`game-engine.md` §4), timers and bots.
+//! - [`messages`]: what rooms take (subscribe, act, seats, start) and send (`ToClient`).
+//! - [`wire`]: server → client JSON, built once in the room.
+//! - [`directory`]: the rooms of this node, their public info and addresses.
+//! - [`spawn`]: creating a room for a game id (options validated).
+//! - [`log`], [`store`]: the room log (bincode) and the `RoomStore` trait with the
+//!   in-memory store.
+//! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
+//! - [`metrics`]: Prometheus counters and histograms.
 
+pub mod directory;
+pub mod error;
+pub mod log;
+pub mod messages;
+pub mod metrics;
+pub mod rebuild;
+pub mod room;
+pub mod spawn;
+pub mod store;
+pub mod wire;
+
+pub use directory::{Directory, RoomHandle, RoomInfo, RoomStatus};
+pub use error::{RebuildError, StoreError};
+pub use room::{RoomActor, RoomDeps};
+pub use store::{MemoryStore, RoomStore};

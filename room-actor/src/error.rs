@@ -1,0 +1,32 @@
+//! Errors of the room-actor crate.
+
+use thiserror::Error;
+
+/// A store operation failed. Redis errors are converted to this at the trait boundary.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum StoreError {
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+    #[error("log conflict for {game_pk}: expected seq {expected}, got {got}")]
+    Conflict { game_pk: String, expected: u64, got: u64 },
+    /// This node no longer holds the room's lease (cluster mode).
+    #[error("fenced: this node no longer owns the room")]
+    Fenced,
+    #[error("unknown game {0}")]
+    UnknownGame(String),
+    #[error("corrupt entry: {0}")]
+    Corrupt(String),
+}
+
+/// Rebuilding a room from its log failed.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum RebuildError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("game {found} cannot be rebuilt as {expected}")]
+    WrongGame { expected: String, found: String },
+    #[error("state version changed from {logged} to {current}")]
+    StateVersion { logged: u32, current: u32 },
+    #[error("entry {seq}: {message}")]
+    Entry { seq: u64, message: String },
+}

@@ -1,0 +1,142 @@
+//! The room log: a start entry, then one entry per applied input, plus snapshots and
+//! the finished-game record. Encoded with bincode (serde mode); inputs travel inside as
+//! the JSON the game's serde types produce, because game actions are internally tagged
+//! enums (`{"type":"flip"}`) that bincode cannot decode.
+
+use crate::error::StoreError;
+use engine::{Actor, PlayerId, RngState, Seed};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// The first entry of a game's log: everything `setup` needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StartEntry {
+    pub game_pk: String,
+    pub room_id: String,
+    pub game: String,
+    pub seed: Seed,
+    /// Seats from the host clockwise.
+    pub players: Vec<PlayerId>,
+    pub bots: Vec<PlayerId>,
+    /// Display names by seat (results and game lists show them).
+    pub names: Vec<String>,
+    /// The validated options, as JSON.
+    pub options_json: String,
+    pub state_version: u32,
+    pub started_at: i64,
+}
+
+/// One applied input.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LogEntry {
+    pub seq: u64,
+    /// `now` passed to `apply` (serverTs).
+    pub at: i64,
+    pub actor: Actor,
+    /// The client's sequence number; `None` for server inputs (timeouts, ticks, bots).
+    pub cs: Option<u64>,
+    /// The actor's RTT passed to `apply` (latency compensation), logged so replays match.
+    pub rtt_ms: Option<u32>,
+    /// True for inputs the server made (timeouts, ticks, bot moves).
+    pub auto: bool,
+    /// `Input<Action, System>` as JSON.
+    pub input_json: String,
+}
+
+/// The state after `seq` entries, to bound recovery time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub seq: u64,
+    pub at: i64,
+    pub state_json: String,
+    pub rng: RngState,
+}
+
+/// A finished game, listed by `/api/me/games` and checked by replays.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GameRecord {
+    pub game_pk: String,
+    pub room_id: String,
+    pub game: String,
+    pub players: Vec<PlayerId>,
+    pub names: Vec<String>,
+    pub started_at: i64,
+    pub ended_at: i64,
+    pub state_version: u32,
+    pub final_seq: u64,
+    /// `GameResult` as JSON.
+    pub result_json: String,
+    /// The final state as JSON: a replay must rebuild exactly this.
+    pub final_state_json: String,
+}
+
+/// Everything stored for one game.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredGame {
+    pub start: StartEntry,
+    pub snapshot: Option<Snapshot>,
+    /// Every entry in seq order (replays need all of them; recovery skips those the
+    /// snapshot covers).
+    pub entries: Vec<LogEntry>,
+}
+
+fn config() -> bincode::config::Configuration {
+    bincode::config::standard()
+}
+
+pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    bincode::serde::encode_to_vec(value, config()).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    let (value, read) =
+        bincode::serde::decode_from_slice(bytes, config()).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    if read != bytes.len() {
+        return Err(StoreError::Corrupt(format!("{} trailing bytes", bytes.len() - read)));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_through_bincode() {
+        let start = StartEntry {
+            game_pk: "g1".into(),
+            room_id: "r1".into(),
+            game: "tally".into(),
+            seed: Seed(0xfeed),
+            players: vec!["a".into(), "b".into()],
+            bots: vec!["b".into()],
+            names: vec!["에이".into(), "비".into()],
+            options_json: r#"{"target":10}"#.into(),
+            state_version: 1,
+            started_at: 1_700_000_000_000,
+        };
+        assert_eq!(decode::<StartEntry>(&encode(&start).unwrap()).unwrap(), start);
+        for actor in [Actor::Player("a".into()), Actor::Server] {
+            let entry = LogEntry {
+                seq: 7,
+                at: 5,
+                actor,
+                cs: Some(3),
+                rtt_ms: Some(40),
+                auto: false,
+                input_json: r#"{"client":{"type":"bump"}}"#.into(),
+            };
+            assert_eq!(decode::<LogEntry>(&encode(&entry).unwrap()).unwrap(), entry);
+        }
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(decode::<LogEntry>(&[0xff, 0xff, 0xff]).is_err());
+        let mut bytes =
+            encode(&Snapshot { seq: 1, at: 2, state_json: "{}".into(), rng: RngState { a: 1, b: 2, c: 3, d: 4 } })
+                .unwrap();
+        bytes.push(0);
+        assert!(decode::<Snapshot>(&bytes).is_err());
+    }
+}

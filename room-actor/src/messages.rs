@@ -1,0 +1,116 @@
+//! Messages rooms take, in the order `room.rs` handles them. Every reply a client sees
+//! goes back through the `out` recipient of its session as ready-made JSON text.
+
+use crate::directory::RoomInfo;
+use actix::prelude::*;
+use engine::PlayerId;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// One WebSocket session (a connection), unique per node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(pub u64);
+
+/// JSON text for one client.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct ToClient {
+    /// A complete server → client message (`wire.rs`).
+    pub text: Arc<str>,
+    /// Send `text`, then close the socket: the room dropped this slow subscriber.
+    pub close: bool,
+}
+
+/// Start watching the room: as its player if `user` is seated, else as a spectator.
+/// Answered with `sync` on `out`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Subscribe {
+    pub session: SessionId,
+    pub user: PlayerId,
+    pub out: Recipient<ToClient>,
+}
+
+/// Stop watching (also sent when the socket closes).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Unsubscribe {
+    pub session: SessionId,
+}
+
+/// A client action. Answered with `ack`, `reject` or `error` on `out`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Act {
+    pub session: SessionId,
+    pub user: PlayerId,
+    /// The client's sequence number for this room.
+    pub cs: u64,
+    /// The game action as sent (`a`); the room checks its shape.
+    pub action: serde_json::Value,
+    pub out: Recipient<ToClient>,
+    /// When the gateway took the frame off the socket (latency metric).
+    pub received: Instant,
+}
+
+/// A fresh RTT estimate (EMA) of a user, from the session's ping/pong.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct RttSample {
+    pub user: PlayerId,
+    pub rtt_ms: u32,
+}
+
+/// The room's public info.
+#[derive(Message)]
+#[rtype(result = "RoomInfo")]
+pub struct GetInfo;
+
+/// An HTTP-level room operation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoomOpError {
+    pub status: u16,
+    pub code: &'static str,
+    pub reason: &'static str,
+}
+
+impl RoomOpError {
+    pub const fn new(status: u16, code: &'static str, reason: &'static str) -> RoomOpError {
+        RoomOpError { status, code, reason }
+    }
+}
+
+/// Sit down (`bot: false`) or, for the host, add a bot.
+#[derive(Message)]
+#[rtype(result = "Result<RoomInfo, RoomOpError>")]
+pub struct TakeSeat {
+    pub user: PlayerId,
+    pub name: String,
+    pub bot: bool,
+}
+
+/// Leave the seat: before the start it frees the seat; during a game it is `on_leave`.
+#[derive(Message)]
+#[rtype(result = "Result<RoomInfo, RoomOpError>")]
+pub struct LeaveSeat {
+    pub user: PlayerId,
+}
+
+/// Start the game (host only). Answers the new game's `gamePk`.
+#[derive(Message)]
+#[rtype(result = "Result<String, RoomOpError>")]
+pub struct Start {
+    pub user: PlayerId,
+}
+
+/// Internal: the room's single timer fired.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Wake;
+
+/// Internal: a bot's thinking time is over.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct BotWake {
+    pub bot: PlayerId,
+}

@@ -1,0 +1,57 @@
+//! Prometheus metrics the rooms update (the gateway serves them at `/metrics`).
+
+use prometheus::{Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+
+#[derive(Clone)]
+pub struct RoomMetrics {
+    pub rooms: IntGauge,
+    pub games_started: IntCounter,
+    pub games_finished: IntCounter,
+    pub applied: IntCounter,
+    pub rejected: IntCounterVec,
+    /// From the moment the gateway took the message to the moment it was persisted and
+    /// broadcast: queue wait + validate + apply + store append.
+    pub action_latency: Histogram,
+    pub store_append: Histogram,
+    pub room_panics: IntCounter,
+}
+
+const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+impl RoomMetrics {
+    pub fn new(registry: &Registry) -> Result<RoomMetrics, prometheus::Error> {
+        let m = RoomMetrics {
+            rooms: IntGauge::new("roomd_rooms", "rooms hosted by this node")?,
+            games_started: IntCounter::new("roomd_games_started_total", "games started on this node")?,
+            games_finished: IntCounter::new("roomd_games_finished_total", "games finished on this node")?,
+            applied: IntCounter::new("roomd_actions_applied_total", "inputs applied (client and server)")?,
+            rejected: IntCounterVec::new(
+                Opts::new("roomd_actions_rejected_total", "inputs refused, by code"),
+                &["code"],
+            )?,
+            action_latency: Histogram::with_opts(
+                HistogramOpts::new("roomd_action_latency_seconds", "client action: receive to persisted and broadcast")
+                    .buckets(LATENCY_BUCKETS.to_vec()),
+            )?,
+            store_append: Histogram::with_opts(
+                HistogramOpts::new("roomd_store_append_seconds", "room log append latency")
+                    .buckets(LATENCY_BUCKETS.to_vec()),
+            )?,
+            room_panics: IntCounter::new("roomd_room_panics_total", "game code panics contained by a room")?,
+        };
+        registry.register(Box::new(m.rooms.clone()))?;
+        registry.register(Box::new(m.games_started.clone()))?;
+        registry.register(Box::new(m.games_finished.clone()))?;
+        registry.register(Box::new(m.applied.clone()))?;
+        registry.register(Box::new(m.rejected.clone()))?;
+        registry.register(Box::new(m.action_latency.clone()))?;
+        registry.register(Box::new(m.store_append.clone()))?;
+        registry.register(Box::new(m.room_panics.clone()))?;
+        Ok(m)
+    }
+
+    /// Metrics registered nowhere (tests).
+    pub fn unregistered() -> Result<RoomMetrics, prometheus::Error> {
+        RoomMetrics::new(&Registry::new())
+    }
+}

@@ -1,0 +1,861 @@
+//! `RoomActor<G>`: one actor per room, its mailbox the room's fairness queue.
+//!
+//! Inputs are handled one at a time in arrival order; `now` (serverTs) is stamped when
+//! the actor takes the message. The input path is `game-engine.md` §4: dedupe on
+//! (player, cs) → shape check → validate → apply (errors and panics contained) → append
+//! to the store, holding the mailbox (`ctx.wait`) until the store confirms → swap in the
+//! state, `seq + 1`, per-viewer updates, ack, re-arm the one timer, finish on a result.
+//! Timers and bot moves come back as messages and take the same path.
+
+use crate::directory::{Directory, RoomHandle, RoomInfo, RoomStatus, SeatInfo};
+use crate::log::{GameRecord, LogEntry, Snapshot, StartEntry};
+use crate::messages::*;
+use crate::metrics::RoomMetrics;
+use crate::store::RoomStore;
+use crate::wire;
+use actix::prelude::*;
+use engine::schedule::{self, Presence};
+use engine::{
+    Actor as GameActor, Applied, Ctx, Game, GameResult, Input, InputOf, PlayerId, Reject, Rng, Seed, SetupCtx, ViewCtx,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tracing::{error, info, warn};
+
+/// What every room of a node shares.
+#[derive(Clone)]
+pub struct RoomDeps {
+    pub store: Arc<dyn RoomStore>,
+    pub directory: Arc<Directory>,
+    pub metrics: RoomMetrics,
+    pub node_id: String,
+    /// A snapshot every this many entries.
+    pub snapshot_every: u64,
+    pub clock: Clock,
+}
+
+/// A new room as `POST /api/rooms` asks for it (options already validated).
+pub struct RoomSpec<O> {
+    pub room_id: String,
+    pub options: O,
+    pub options_json: serde_json::Value,
+    pub host: PlayerId,
+    pub host_name: String,
+    pub grace_sec: u32,
+    /// Only when the server allows fixed seeds (dev/test).
+    pub seed: Option<Seed>,
+}
+
+/// Where rooms read the time.
+#[derive(Clone, Copy, Debug)]
+pub enum Clock {
+    /// The node's wall clock (production).
+    System,
+    /// `base_ms` plus tokio's clock since `start`: with tokio's time paused, tests play
+    /// hours of timeouts in milliseconds while timers and `now` stay consistent.
+    Tokio { base_ms: i64, start: tokio::time::Instant },
+}
+
+impl Clock {
+    /// A tokio-driven clock starting at the current wall time.
+    pub fn tokio() -> Clock {
+        Clock::Tokio { base_ms: Clock::System.now_ms(), start: tokio::time::Instant::now() }
+    }
+
+    /// Epoch milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        match self {
+            Clock::System => SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0),
+            Clock::Tokio { base_ms, start } => base_ms + start.elapsed().as_millis() as i64,
+        }
+    }
+}
+
+struct Seat {
+    user: PlayerId,
+    name: String,
+    bot: bool,
+}
+
+struct Sub {
+    user: PlayerId,
+    viewer: Option<PlayerId>,
+    out: Recipient<ToClient>,
+}
+
+struct Running<G: Game> {
+    game_pk: String,
+    start: StartEntry,
+    state: G::State,
+    rng: Rng,
+    seq: u64,
+    applied: HashMap<(PlayerId, u64), u64>,
+}
+
+enum Phase<G: Game> {
+    Waiting,
+    Playing(Running<G>),
+    Ended(Running<G>, GameResult),
+}
+
+/// Who is waiting for the outcome of an input.
+enum Origin {
+    Client { cs: u64, out: Recipient<ToClient>, received: Instant },
+    Timer,
+    Bot,
+}
+
+impl Origin {
+    fn cs(&self) -> Option<u64> {
+        match self {
+            Origin::Client { cs, .. } => Some(*cs),
+            _ => None,
+        }
+    }
+}
+
+const INTERNAL_REASON: &str = "처리하지 못했어요. 다시 시도해 주세요";
+/// After a timer input is refused (a game bug), wait this long before trying again.
+const TIMER_RETRY: Duration = Duration::from_secs(1);
+
+pub struct RoomActor<G: Game> {
+    id: String,
+    deps: RoomDeps,
+    options: G::Options,
+    options_json: serde_json::Value,
+    host: PlayerId,
+    seats: Vec<Seat>,
+    grace_sec: u32,
+    fixed_seed: Option<Seed>,
+    created_at: i64,
+    phase: Phase<G>,
+    starting: bool,
+    subs: HashMap<SessionId, Sub>,
+    /// Open sessions per seated user; a seated human with none is disconnected.
+    sessions_of: HashMap<PlayerId, usize>,
+    disconnected_since: BTreeMap<PlayerId, i64>,
+    rtt: BTreeMap<PlayerId, u32>,
+    timer: Option<SpawnHandle>,
+    bot_rng: Rng,
+    bot_pending: HashMap<PlayerId, (SpawnHandle, InputOf<G>)>,
+    /// Time never runs backwards inside a room: `now` is at least the last logged `at`.
+    last_at: i64,
+    /// No deadline is enforced before this (recovery + 30 s).
+    hold_until: i64,
+}
+
+impl<G: Game> RoomActor<G> {
+    pub fn new(spec: RoomSpec<G::Options>, deps: RoomDeps) -> RoomActor<G> {
+        let now = deps.clock.now_ms();
+        RoomActor {
+            id: spec.room_id,
+            deps,
+            options: spec.options,
+            options_json: spec.options_json,
+            seats: vec![Seat { user: spec.host.clone(), name: spec.host_name, bot: false }],
+            host: spec.host,
+            grace_sec: spec.grace_sec,
+            fixed_seed: spec.seed,
+            created_at: now,
+            phase: Phase::Waiting,
+            starting: false,
+            subs: HashMap::new(),
+            sessions_of: HashMap::new(),
+            disconnected_since: BTreeMap::new(),
+            rtt: BTreeMap::new(),
+            timer: None,
+            bot_rng: Rng::from_seed(Seed::from_os().unwrap_or(Seed(now as u128))),
+            bot_pending: HashMap::new(),
+            last_at: now,
+            hold_until: i64::MIN,
+        }
+    }
+
+    /// Starts the actor and registers it in the directory.
+    pub fn spawn(self) -> RoomHandle {
+        let directory = self.deps.directory.clone();
+        let info = self.info();
+        let addr = self.start();
+        let handle = RoomHandle {
+            subscribe: addr.clone().recipient(),
+            unsubscribe: addr.clone().recipient(),
+            act: addr.clone().recipient(),
+            rtt: addr.clone().recipient(),
+            info: addr.clone().recipient(),
+            take_seat: addr.clone().recipient(),
+            leave_seat: addr.clone().recipient(),
+            start: addr.recipient(),
+        };
+        directory.insert(info, handle.clone());
+        handle
+    }
+
+    fn now(&mut self) -> i64 {
+        let now = self.deps.clock.now_ms().max(self.last_at);
+        self.last_at = now;
+        now
+    }
+
+    fn info(&self) -> RoomInfo {
+        let range = G::players_for(&self.options);
+        let (status, game_pk) = match &self.phase {
+            Phase::Waiting => (RoomStatus::Waiting, None),
+            Phase::Playing(r) => (RoomStatus::Playing, Some(r.game_pk.clone())),
+            Phase::Ended(r, _) => (RoomStatus::Ended, Some(r.game_pk.clone())),
+        };
+        RoomInfo {
+            room_id: self.id.clone(),
+            game: G::ID.to_owned(),
+            options: self.options_json.clone(),
+            host: self.host.clone(),
+            seats: self
+                .seats
+                .iter()
+                .map(|s| SeatInfo { user_id: s.user.clone(), name: s.name.clone(), bot: s.bot })
+                .collect(),
+            status,
+            game_pk,
+            node: Some(self.deps.node_id.clone()),
+            grace_sec: self.grace_sec,
+            min_players: range.min,
+            max_players: range.max,
+            created_at: self.created_at,
+        }
+    }
+
+    fn is_seated(&self, user: &PlayerId) -> bool {
+        self.seats.iter().any(|s| &s.user == user)
+    }
+
+    fn is_bot(&self, user: &PlayerId) -> bool {
+        self.seats.iter().any(|s| &s.user == user && s.bot)
+    }
+
+    /// Sends without waiting; `false` if the session's mailbox is full (a slow reader).
+    fn send(out: &Recipient<ToClient>, text: impl Into<Arc<str>>) -> bool {
+        !matches!(out.try_send(ToClient { text: text.into(), close: false }), Err(SendError::Full(_)))
+    }
+
+    /// Sends to every subscriber; a subscriber that cannot keep up is dropped and its
+    /// socket told to close, rather than the room buffering for it without bound.
+    fn send_all(&mut self, mut text_for: impl FnMut(&Sub) -> Arc<str>) {
+        let mut slow = Vec::new();
+        for (session, sub) in &self.subs {
+            if !Self::send(&sub.out, text_for(sub)) {
+                slow.push(*session);
+            }
+        }
+        for session in slow {
+            if let Some(sub) = self.subs.remove(&session) {
+                warn!(room = %self.id, user = %sub.user, "slow subscriber dropped");
+                let text = wire::error(
+                    "slow_consumer",
+                    "연결이 너무 느려서 끊었어요. 다시 접속해 주세요",
+                    Some(&self.id),
+                    None,
+                );
+                // do_send ignores the mailbox bound: this last message always arrives.
+                sub.out.do_send(ToClient { text: text.into(), close: true });
+                self.left(sub.user);
+            }
+        }
+    }
+
+    fn publish_info(&mut self) {
+        let info = self.info();
+        let text: Arc<str> = wire::room_info(&self.id, &info).into();
+        self.deps.directory.update(info);
+        self.send_all(|_| text.clone());
+    }
+
+    fn view_json(&self, state: &G::State, viewer: Option<&PlayerId>, now: i64, full: bool) -> String {
+        let ctx = ViewCtx { now, rtt: Some(&self.rtt) };
+        let result = if full {
+            serde_json::to_string(&G::sync_view(state, viewer, &ctx))
+        } else {
+            serde_json::to_string(&G::view(state, viewer, &ctx))
+        };
+        result.unwrap_or_else(|e| {
+            error!(room = %self.id, error = %e, "view does not serialize");
+            "null".to_owned()
+        })
+    }
+
+    /// Sends one subscriber the full picture: `sync`, and `result` if the game is over.
+    fn sync_one(&self, sub: &Sub, now: i64) {
+        match &self.phase {
+            Phase::Waiting => {
+                let info = serde_json::to_string(&self.info()).unwrap_or_else(|_| "null".into());
+                Self::send(&sub.out, wire::sync(&self.id, 0, &info));
+            }
+            Phase::Playing(run) => {
+                Self::send(
+                    &sub.out,
+                    wire::sync(&self.id, run.seq, &self.view_json(&run.state, sub.viewer.as_ref(), now, true)),
+                );
+            }
+            Phase::Ended(run, result) => {
+                Self::send(
+                    &sub.out,
+                    wire::sync(&self.id, run.seq, &self.view_json(&run.state, sub.viewer.as_ref(), now, true)),
+                );
+                let result_json = serde_json::to_string(result).unwrap_or_else(|_| "null".into());
+                Self::send(&sub.out, wire::result(&self.id, &run.game_pk, &result_json));
+            }
+        }
+    }
+
+    fn sync_all(&mut self, now: i64) {
+        for sub in self.subs.values() {
+            self.sync_one(sub, now);
+        }
+    }
+
+    /// One `update` per subscriber, each view serialized once per distinct viewer.
+    fn broadcast_update(&mut self, events: &[G::Event], now: i64) {
+        let Phase::Playing(run) = &self.phase else { return };
+        let events_json = serde_json::to_string(events).unwrap_or_else(|_| "[]".into());
+        let mut by_viewer: HashMap<Option<PlayerId>, Arc<str>> = HashMap::new();
+        for viewer in self.subs.values().map(|s| s.viewer.clone()) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = by_viewer.entry(viewer) {
+                let view = self.view_json(&run.state, slot.key().as_ref(), now, false);
+                slot.insert(wire::update(&self.id, run.seq, &view, &events_json).into());
+            }
+        }
+        self.send_all(|sub| by_viewer.get(&sub.viewer).cloned().unwrap_or_else(|| Arc::from("")));
+    }
+
+    fn reject(&self, origin: &Origin, code: &str, reason: &str) {
+        self.deps.metrics.rejected.with_label_values(&[code]).inc();
+        match origin {
+            Origin::Client { cs, out, .. } => {
+                Self::send(out, wire::reject(&self.id, *cs, code, reason));
+            }
+            Origin::Timer | Origin::Bot => warn!(room = %self.id, code, reason, "server input refused"),
+        }
+    }
+
+    /// Validates and applies `input`, then persists it; `false` if it was refused.
+    fn process(&mut self, ctx: &mut Context<Self>, actor: GameActor, input: InputOf<G>, origin: Origin) -> bool {
+        let now = self.now();
+        let rtt_ms = actor.player().and_then(|p| self.rtt.get(p).copied());
+        let Phase::Playing(run) = &self.phase else {
+            self.reject(&origin, "not_playing", "게임이 진행 중이 아니에요");
+            return false;
+        };
+        let game_ctx = Ctx { now, rtt_ms };
+        if let Err(refusal) = G::validate(&run.state, &actor, &input, &game_ctx) {
+            self.reject(&origin, refusal.code(), &refusal.reason());
+            return false;
+        }
+        let mut rng = run.rng.clone();
+        let outcome = catch_unwind(AssertUnwindSafe(|| G::apply(&run.state, &actor, &input, &game_ctx, &mut rng)));
+        let applied = match outcome {
+            Ok(Ok(applied)) => applied,
+            Ok(Err(e)) => {
+                error!(room = %self.id, ?actor, ?input, error = %e, "apply failed; input refused");
+                self.reject(&origin, "internal_error", INTERNAL_REASON);
+                return false;
+            }
+            Err(_) => {
+                self.deps.metrics.room_panics.inc();
+                error!(room = %self.id, ?actor, ?input, "apply panicked; input refused, room continues");
+                self.reject(&origin, "internal_error", INTERNAL_REASON);
+                return false;
+            }
+        };
+        let input_json = match serde_json::to_string(&input) {
+            Ok(json) => json,
+            Err(e) => {
+                error!(room = %self.id, error = %e, "input does not serialize");
+                self.reject(&origin, "internal_error", INTERNAL_REASON);
+                return false;
+            }
+        };
+        let entry = LogEntry {
+            seq: run.seq + 1,
+            at: now,
+            actor,
+            cs: origin.cs(),
+            rtt_ms,
+            auto: !matches!(origin, Origin::Client { .. }),
+            input_json,
+        };
+        let append_started = Instant::now();
+        let fut = self.deps.store.append(&run.game_pk, entry.clone());
+        // Hold the mailbox until the store confirms: nothing is acknowledged or broadcast
+        // before it is durable, and no later input overtakes this one.
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
+            act.deps.metrics.store_append.observe(append_started.elapsed().as_secs_f64());
+            match res {
+                Ok(()) => act.commit(ctx, entry, applied, rng, origin),
+                Err(e) => {
+                    error!(room = %act.id, seq = entry.seq, error = %e, "log append failed; input not applied");
+                    if let Origin::Client { cs, out, .. } = &origin {
+                        let text = wire::error(
+                            "room_unavailable",
+                            "잠시 후 같은 요청을 다시 보내 주세요",
+                            Some(&act.id),
+                            Some(*cs),
+                        );
+                        Self::send(out, text);
+                    }
+                    act.rearm(ctx);
+                }
+            }
+        }));
+        true
+    }
+
+    fn commit(
+        &mut self,
+        ctx: &mut Context<Self>,
+        entry: LogEntry,
+        applied: Applied<G::State, G::Event>,
+        rng: Rng,
+        origin: Origin,
+    ) {
+        let Phase::Playing(run) = &mut self.phase else { return };
+        run.state = applied.state;
+        run.rng = rng;
+        run.seq = entry.seq;
+        if let (GameActor::Player(p), Some(cs)) = (&entry.actor, entry.cs) {
+            run.applied.insert((p.clone(), cs), entry.seq);
+        }
+        self.deps.metrics.applied.inc();
+        if self.deps.snapshot_every > 0 && run.seq % self.deps.snapshot_every == 0 {
+            let snapshot = serde_json::to_string(&run.state).map(|state_json| Snapshot {
+                seq: run.seq,
+                at: entry.at,
+                state_json,
+                rng: run.rng.state(),
+            });
+            if let Ok(snapshot) = snapshot {
+                let fut = self.deps.store.put_snapshot(&run.game_pk, snapshot);
+                let room = self.id.clone();
+                ctx.spawn(fut.into_actor(self).map(move |res, _, _| {
+                    if let Err(e) = res {
+                        warn!(room = %room, error = %e, "snapshot not stored");
+                    }
+                }));
+            }
+        }
+        self.broadcast_update(&applied.events, entry.at);
+        if let Origin::Client { cs, out, received, .. } = &origin {
+            Self::send(out, wire::ack(&self.id, *cs, entry.seq));
+            self.deps.metrics.action_latency.observe(received.elapsed().as_secs_f64());
+        }
+        let Phase::Playing(run) = &self.phase else { return };
+        match G::result(&run.state) {
+            Some(result) => self.finish(ctx, result, entry.at),
+            None => {
+                self.rearm(ctx);
+                self.schedule_bots(ctx);
+            }
+        }
+    }
+
+    fn finish(&mut self, ctx: &mut Context<Self>, result: GameResult, now: i64) {
+        let Phase::Playing(run) = std::mem::replace(&mut self.phase, Phase::Waiting) else { return };
+        if let Some(h) = self.timer.take() {
+            ctx.cancel_future(h);
+        }
+        for (_, (h, _)) in self.bot_pending.drain() {
+            ctx.cancel_future(h);
+        }
+        let result_json = serde_json::to_string(&result).unwrap_or_else(|_| "null".into());
+        let record = GameRecord {
+            game_pk: run.game_pk.clone(),
+            room_id: self.id.clone(),
+            game: G::ID.to_owned(),
+            players: run.start.players.clone(),
+            names: run.start.names.clone(),
+            started_at: run.start.started_at,
+            ended_at: now,
+            state_version: G::STATE_VERSION,
+            final_seq: run.seq,
+            result_json: result_json.clone(),
+            final_state_json: serde_json::to_string(&run.state).unwrap_or_default(),
+        };
+        let text: Arc<str> = wire::result(&self.id, &run.game_pk, &result_json).into();
+        self.send_all(|_| text.clone());
+        info!(room = %self.id, game_pk = %run.game_pk, seq = run.seq, "game finished");
+        self.deps.metrics.games_finished.inc();
+        self.phase = Phase::Ended(run, result);
+        self.publish_info();
+        let fut = self.deps.store.finish(record);
+        let room = self.id.clone();
+        ctx.wait(fut.into_actor(self).map(move |res, _, _| {
+            if let Err(e) = res {
+                error!(room = %room, error = %e, "finished game not recorded");
+            }
+        }));
+    }
+
+    /// Re-arms the room's single timer at the earliest thing the server must do.
+    fn rearm(&mut self, ctx: &mut Context<Self>) {
+        if let Some(h) = self.timer.take() {
+            ctx.cancel_future(h);
+        }
+        let Phase::Playing(run) = &self.phase else { return };
+        let grace_ms = i64::from(self.grace_sec) * 1000;
+        let presence = Presence {
+            disconnected_since: &self.disconnected_since,
+            room_grace_ms: grace_ms,
+            hold_until: self.hold_until,
+        };
+        if let Some(at) = schedule::next_wake::<G>(&run.state, &presence) {
+            let delay = u64::try_from(at - self.deps.clock.now_ms()).unwrap_or(0);
+            self.timer = Some(ctx.notify_later(Wake, Duration::from_millis(delay)));
+        }
+    }
+
+    /// Gives every idle bot a move to think about.
+    fn schedule_bots(&mut self, ctx: &mut Context<Self>) {
+        let Phase::Playing(run) = &self.phase else { return };
+        let now = self.deps.clock.now_ms().max(self.last_at);
+        let bots: Vec<PlayerId> = self.seats.iter().filter(|s| s.bot).map(|s| s.user.clone()).collect();
+        for bot in bots {
+            if self.bot_pending.contains_key(&bot) {
+                continue;
+            }
+            let legal = G::legal_actions(&run.state, &bot, now);
+            if legal.is_empty() {
+                continue;
+            }
+            let view = G::view(&run.state, Some(&bot), &ViewCtx { now, rtt: Some(&self.rtt) });
+            if let Some(m) = G::bot_move(&view, &bot, &legal, &mut self.bot_rng) {
+                let delay = Duration::from_millis(u64::try_from(m.delay_ms.clamp(0, 60_000)).unwrap_or(0));
+                let handle = ctx.notify_later(BotWake { bot: bot.clone() }, delay);
+                self.bot_pending.insert(bot, (handle, m.input));
+            }
+        }
+    }
+
+    /// One session of `user` is gone; `true` if that made a seated human disconnected
+    /// (the timer must then be re-armed for their grace).
+    fn left(&mut self, user: PlayerId) -> bool {
+        let remaining = self.sessions_of.get_mut(&user).map(|n| {
+            *n = n.saturating_sub(1);
+            *n
+        });
+        if remaining.unwrap_or(0) > 0 {
+            return false;
+        }
+        self.sessions_of.remove(&user);
+        if self.is_seated(&user) && !self.is_bot(&user) && matches!(self.phase, Phase::Playing(_)) {
+            let now = self.now();
+            self.disconnected_since.insert(user, now);
+            return true;
+        }
+        false
+    }
+}
+
+impl<G: Game> Actor for RoomActor<G> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, _ctx: &mut Context<Self>) {
+        self.deps.metrics.rooms.inc();
+        info!(room = %self.id, game = G::ID, "room opened");
+    }
+
+    fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        self.deps.metrics.rooms.dec();
+        self.deps.directory.remove(&self.id);
+        info!(room = %self.id, "room closed");
+    }
+}
+
+impl<G: Game> Handler<Subscribe> for RoomActor<G> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Subscribe, ctx: &mut Context<Self>) {
+        let seated = self.is_seated(&msg.user);
+        let viewer = (seated && !matches!(self.phase, Phase::Waiting)).then(|| msg.user.clone());
+        let sub = Sub { user: msg.user.clone(), viewer, out: msg.out };
+        let now = self.now();
+        self.sync_one(&sub, now);
+        if let Some(old) = self.subs.insert(msg.session, sub) {
+            // The same session subscribing again: count its presence once.
+            if let Some(n) = self.sessions_of.get_mut(&old.user) {
+                *n = n.saturating_sub(1);
+            }
+        }
+        *self.sessions_of.entry(msg.user.clone()).or_insert(0) += 1;
+        if self.disconnected_since.remove(&msg.user).is_some() {
+            self.rearm(ctx);
+        }
+    }
+}
+
+impl<G: Game> Handler<Unsubscribe> for RoomActor<G> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unsubscribe, ctx: &mut Context<Self>) {
+        let Some(sub) = self.subs.remove(&msg.session) else { return };
+        if self.left(sub.user) {
+            self.rearm(ctx);
+        }
+    }
+}
+
+impl<G: Game> Handler<Act> for RoomActor<G> {
+    type Result = ();
+
+    fn handle(&mut self, msg: Act, ctx: &mut Context<Self>) {
+        let origin = Origin::Client { cs: msg.cs, out: msg.out, received: msg.received };
+        let run = match &self.phase {
+            Phase::Playing(run) => run,
+            Phase::Waiting => return self.reject(&origin, "not_started", "아직 게임이 시작되지 않았어요"),
+            Phase::Ended(..) => return self.reject(&origin, "game_over", "게임이 이미 끝났어요"),
+        };
+        if !run.start.players.contains(&msg.user) {
+            return self.reject(&origin, "not_seated", "이 게임의 플레이어가 아니에요");
+        }
+        if let Some(seq) = run.applied.get(&(msg.user.clone(), msg.cs)) {
+            // A retry of an applied action: acknowledged again, never applied twice.
+            if let Origin::Client { out, .. } = &origin {
+                Self::send(out, wire::ack(&self.id, msg.cs, *seq));
+            }
+            return;
+        }
+        let action: G::Action = match serde_json::from_value(msg.action) {
+            Ok(a) => a,
+            Err(e) => {
+                let reason = format!("올바르지 않은 행동이에요 ({e})");
+                return self.reject(&origin, "bad_action", &reason);
+            }
+        };
+        self.process(ctx, GameActor::Player(msg.user), Input::Client(action), origin);
+    }
+}
+
+impl<G: Game> Handler<RttSample> for RoomActor<G> {
+    type Result = ();
+
+    fn handle(&mut self, msg: RttSample, _ctx: &mut Context<Self>) {
+        if self.is_seated(&msg.user) {
+            self.rtt.insert(msg.user, msg.rtt_ms);
+        }
+    }
+}
+
+impl<G: Game> Handler<GetInfo> for RoomActor<G> {
+    type Result = MessageResult<GetInfo>;
+
+    fn handle(&mut self, _msg: GetInfo, _ctx: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.info())
+    }
+}
+
+const NOT_WAITING: RoomOpError = RoomOpError::new(409, "already_started", "이미 시작한 방이에요");
+const NOT_HOST: RoomOpError = RoomOpError::new(403, "not_host", "방장만 할 수 있어요");
+const ROOM_FULL: RoomOpError = RoomOpError::new(409, "room_full", "자리가 없어요");
+
+impl<G: Game> Handler<TakeSeat> for RoomActor<G> {
+    type Result = Result<RoomInfo, RoomOpError>;
+
+    fn handle(&mut self, msg: TakeSeat, _ctx: &mut Context<Self>) -> Self::Result {
+        if !matches!(self.phase, Phase::Waiting) || self.starting {
+            return Err(NOT_WAITING);
+        }
+        let max = G::players_for(&self.options).max;
+        if msg.bot {
+            if msg.user != self.host {
+                return Err(NOT_HOST);
+            }
+            if self.seats.len() >= max {
+                return Err(ROOM_FULL);
+            }
+            let n = (1..).find(|n| !self.seats.iter().any(|s| s.user.0 == format!("bot_{}_{n}", self.id))).unwrap_or(1);
+            self.seats.push(Seat {
+                user: PlayerId(format!("bot_{}_{n}", self.id)),
+                name: format!("봇 {n}"),
+                bot: true,
+            });
+        } else if !self.is_seated(&msg.user) {
+            if self.seats.len() >= max {
+                return Err(ROOM_FULL);
+            }
+            self.seats.push(Seat { user: msg.user, name: msg.name, bot: false });
+        }
+        self.publish_info();
+        Ok(self.info())
+    }
+}
+
+impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
+    type Result = Result<RoomInfo, RoomOpError>;
+
+    fn handle(&mut self, msg: LeaveSeat, ctx: &mut Context<Self>) -> Self::Result {
+        if !self.is_seated(&msg.user) || self.is_bot(&msg.user) {
+            return Err(RoomOpError::new(409, "not_seated", "이 방에 앉아 있지 않아요"));
+        }
+        match &self.phase {
+            Phase::Waiting if !self.starting => {
+                self.seats.retain(|s| s.user != msg.user);
+                if msg.user == self.host {
+                    match self.seats.iter().find(|s| !s.bot) {
+                        Some(next) => self.host = next.user.clone(),
+                        None => {
+                            // Nobody left but bots: the room closes.
+                            let info = self.info();
+                            ctx.stop();
+                            return Ok(info);
+                        }
+                    }
+                }
+                self.publish_info();
+                Ok(self.info())
+            }
+            Phase::Playing(run) => {
+                if let Some(input) = G::on_leave(&run.state, &msg.user) {
+                    self.process(ctx, GameActor::Player(msg.user), input, Origin::Timer);
+                }
+                Ok(self.info())
+            }
+            _ => Err(NOT_WAITING),
+        }
+    }
+}
+
+impl<G: Game> Handler<Start> for RoomActor<G> {
+    type Result = ResponseActFuture<Self, Result<String, RoomOpError>>;
+
+    fn handle(&mut self, msg: Start, _ctx: &mut Context<Self>) -> Self::Result {
+        let refuse = |e: RoomOpError| -> Self::Result { Box::pin(fut::ready(Err(e))) };
+        if msg.user != self.host {
+            return refuse(NOT_HOST);
+        }
+        if !matches!(self.phase, Phase::Waiting) || self.starting {
+            return refuse(NOT_WAITING);
+        }
+        let range = G::players_for(&self.options);
+        if !range.contains(self.seats.len()) {
+            return refuse(RoomOpError::new(409, "bad_player_count", "인원이 맞지 않아 시작할 수 없어요"));
+        }
+        let seed = match self.fixed_seed.map(Ok).unwrap_or_else(Seed::from_os) {
+            Ok(seed) => seed,
+            Err(e) => {
+                error!(room = %self.id, error = %e, "no OS randomness");
+                return refuse(RoomOpError::new(503, "no_entropy", "잠시 후 다시 시도해 주세요"));
+            }
+        };
+        let now = self.now();
+        let players: Vec<PlayerId> = self.seats.iter().map(|s| s.user.clone()).collect();
+        let mut rng = Rng::from_seed(seed);
+        let setup = SetupCtx { players: &players, options: &self.options, now, game_no: None };
+        let state = match G::setup(setup, &mut rng) {
+            Ok(state) => state,
+            Err(e) => {
+                error!(room = %self.id, error = %e, "setup failed");
+                return refuse(RoomOpError::new(500, "internal_error", INTERNAL_REASON));
+            }
+        };
+        let game_pk = format!("g_{}", Seed::from_os().unwrap_or(Seed(now as u128)).to_hex());
+        let start = StartEntry {
+            game_pk: game_pk.clone(),
+            room_id: self.id.clone(),
+            game: G::ID.to_owned(),
+            seed,
+            players: players.clone(),
+            bots: self.seats.iter().filter(|s| s.bot).map(|s| s.user.clone()).collect(),
+            names: self.seats.iter().map(|s| s.name.clone()).collect(),
+            options_json: self.options_json.to_string(),
+            state_version: G::STATE_VERSION,
+            started_at: now,
+        };
+        self.starting = true;
+        let fut = self.deps.store.begin(start.clone());
+        Box::pin(fut.into_actor(self).map(move |res, act, ctx| {
+            act.starting = false;
+            if let Err(e) = res {
+                error!(room = %act.id, error = %e, "game start not stored");
+                return Err(RoomOpError::new(503, "store_unavailable", "잠시 후 다시 시도해 주세요"));
+            }
+            act.phase = Phase::Playing(Running {
+                game_pk: game_pk.clone(),
+                start,
+                state,
+                rng,
+                seq: 0,
+                applied: HashMap::new(),
+            });
+            // Seated humans without a socket are away from the first moment.
+            for seat in act.seats.iter().filter(|s| !s.bot) {
+                if act.sessions_of.get(&seat.user).copied().unwrap_or(0) == 0 {
+                    act.disconnected_since.insert(seat.user.clone(), now);
+                }
+            }
+            // Everyone already watching now sees the game, as a player if seated.
+            let seated: Vec<PlayerId> = players;
+            for sub in act.subs.values_mut() {
+                sub.viewer = seated.contains(&sub.user).then(|| sub.user.clone());
+            }
+            act.sync_all(now);
+            act.deps.metrics.games_started.inc();
+            info!(room = %act.id, game_pk = %game_pk, "game started");
+            act.publish_info();
+            act.rearm(ctx);
+            act.schedule_bots(ctx);
+            Ok(game_pk)
+        }))
+    }
+}
+
+impl<G: Game> Handler<Wake> for RoomActor<G> {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Wake, ctx: &mut Context<Self>) {
+        self.timer = None;
+        let Phase::Playing(run) = &self.phase else { return };
+        let now = self.deps.clock.now_ms().max(self.last_at);
+        let grace_ms = i64::from(self.grace_sec) * 1000;
+        let presence = Presence {
+            disconnected_since: &self.disconnected_since,
+            room_grace_ms: grace_ms,
+            hold_until: self.hold_until,
+        };
+        match schedule::due::<G>(&run.state, now, &presence) {
+            Some((actor, input)) => {
+                if !self.process(ctx, actor, input, Origin::Timer) {
+                    // A refused timer input is a game bug; do not spin on it.
+                    self.timer = Some(ctx.notify_later(Wake, TIMER_RETRY));
+                }
+            }
+            None => self.rearm(ctx),
+        }
+    }
+}
+
+impl<G: Game> Handler<BotWake> for RoomActor<G> {
+    type Result = ();
+
+    fn handle(&mut self, msg: BotWake, ctx: &mut Context<Self>) {
+        let Some((_, planned)) = self.bot_pending.remove(&msg.bot) else { return };
+        let Phase::Playing(run) = &self.phase else { return };
+        let now = self.deps.clock.now_ms().max(self.last_at);
+        let actor = GameActor::Player(msg.bot.clone());
+        let valid = |input: &InputOf<G>| G::validate(&run.state, &actor, input, &Ctx { now, rtt_ms: None }).is_ok();
+        // The plan was made on an older view: keep it if it still holds, else think again
+        // on the current view (no new delay), else do nothing and wait for the next change.
+        let input = if valid(&planned) {
+            Some(planned)
+        } else {
+            let legal = G::legal_actions(&run.state, &msg.bot, now);
+            let view = G::view(&run.state, Some(&msg.bot), &ViewCtx { now, rtt: Some(&self.rtt) });
+            G::bot_move(&view, &msg.bot, &legal, &mut self.bot_rng).map(|m| m.input).filter(valid)
+        };
+        match input {
+            Some(input) => {
+                if !self.process(ctx, actor, input, Origin::Bot) {
+                    self.schedule_bots(ctx);
+                }
+            }
+            None => self.schedule_bots(ctx),
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Persistence behind a narrow trait of domain verbs. Two implementations: [`MemoryStore`]
+//! (embedded single-node mode, tests) here and the Redis store (cluster mode). Both keep
+//! entries bincode-encoded, so the codec runs in every mode.
+
+use crate::error::StoreError;
+use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
+use engine::PlayerId;
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
+
+/// Where rooms keep their logs and finished games.
+pub trait RoomStore: Send + Sync + 'static {
+    /// Records a game's start entry. Fails if the game already exists.
+    fn begin(&self, start: StartEntry) -> StoreFuture<()>;
+    /// Appends one entry; `entry.seq` must be exactly one more than the last.
+    fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()>;
+    fn put_snapshot(&self, game_pk: &str, snapshot: Snapshot) -> StoreFuture<()>;
+    /// The start entry, the latest snapshot and every entry; `None` if unknown (or expired).
+    fn load(&self, game_pk: &str) -> StoreFuture<Option<StoredGame>>;
+    /// Records a finished game (kept with its log for 90 days).
+    fn finish(&self, record: GameRecord) -> StoreFuture<()>;
+    fn record(&self, game_pk: &str) -> StoreFuture<Option<GameRecord>>;
+    /// `player`'s finished games, newest first, ended before `before` (epoch ms).
+    fn games_of(&self, player: &PlayerId, before: Option<i64>, limit: usize) -> StoreFuture<Vec<GameRecord>>;
+}
+
+#[derive(Default)]
+struct MemGame {
+    start: Vec<u8>,
+    entries: Vec<Vec<u8>>,
+    snapshot: Option<Vec<u8>>,
+    record: Option<Vec<u8>>,
+}
+
+/// The in-memory store: one process, nothing survives a restart.
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    // A std Mutex: every operation is a short, non-async critical section.
+    games: Arc<Mutex<HashMap<String, MemGame>>>,
+}
+
+impl MemoryStore {
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, MemGame>) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let mut games = self.games.lock().map_err(|_| StoreError::Unavailable("memory store poisoned".into()))?;
+        f(&mut games)
+    }
+
+    fn ready<T: Send + 'static>(result: Result<T, StoreError>) -> StoreFuture<T> {
+        Box::pin(std::future::ready(result))
+    }
+}
+
+impl RoomStore for MemoryStore {
+    fn begin(&self, start: StartEntry) -> StoreFuture<()> {
+        let result = encode(&start).and_then(|bytes| {
+            self.with(|games| {
+                if games.contains_key(&start.game_pk) {
+                    return Err(StoreError::Conflict { game_pk: start.game_pk.clone(), expected: 0, got: 0 });
+                }
+                games.insert(start.game_pk.clone(), MemGame { start: bytes, ..MemGame::default() });
+                Ok(())
+            })
+        });
+        Self::ready(result)
+    }
+
+    fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()> {
+        let result = encode(&entry).and_then(|bytes| {
+            self.with(|games| {
+                let game = games.get_mut(game_pk).ok_or_else(|| StoreError::Corrupt(format!("no game {game_pk}")))?;
+                let expected = game.entries.len() as u64 + 1;
+                if entry.seq != expected {
+                    return Err(StoreError::Conflict { game_pk: game_pk.to_owned(), expected, got: entry.seq });
+                }
+                game.entries.push(bytes);
+                Ok(())
+            })
+        });
+        Self::ready(result)
+    }
+
+    fn put_snapshot(&self, game_pk: &str, snapshot: Snapshot) -> StoreFuture<()> {
+        let result = encode(&snapshot).and_then(|bytes| {
+            self.with(|games| {
+                let game = games.get_mut(game_pk).ok_or_else(|| StoreError::Corrupt(format!("no game {game_pk}")))?;
+                game.snapshot = Some(bytes);
+                Ok(())
+            })
+        });
+        Self::ready(result)
+    }
+
+    fn load(&self, game_pk: &str) -> StoreFuture<Option<StoredGame>> {
+        let result = self.with(|games| {
+            let Some(game) = games.get(game_pk) else { return Ok(None) };
+            Ok(Some(StoredGame {
+                start: decode(&game.start)?,
+                snapshot: game.snapshot.as_deref().map(decode).transpose()?,
+                entries: game.entries.iter().map(|b| decode(b)).collect::<Result<_, _>>()?,
+            }))
+        });
+        Self::ready(result)
+    }
+
+    fn finish(&self, record: GameRecord) -> StoreFuture<()> {
+        let result = encode(&record).and_then(|bytes| {
+            self.with(|games| {
+                let game = games
+                    .get_mut(&record.game_pk)
+                    .ok_or_else(|| StoreError::Corrupt(format!("no game {}", record.game_pk)))?;
+                game.record = Some(bytes);
+                Ok(())
+            })
+        });
+        Self::ready(result)
+    }
+
+    fn record(&self, game_pk: &str) -> StoreFuture<Option<GameRecord>> {
+        let result = self.with(|games| games.get(game_pk).and_then(|g| g.record.as_deref()).map(decode).transpose());
+        Self::ready(result)
+    }
+
+    fn games_of(&self, player: &PlayerId, before: Option<i64>, limit: usize) -> StoreFuture<Vec<GameRecord>> {
+        let result = self.with(|games| {
+            let mut records: Vec<GameRecord> = games
+                .values()
+                .filter_map(|g| g.record.as_deref())
+                .map(decode::<GameRecord>)
+                .collect::<Result<Vec<_>, _>>()?
+                .into_iter()
+                .filter(|r| r.players.contains(player) && before.is_none_or(|b| r.ended_at < b))
+                .collect();
+            records.sort_by(|a, b| b.ended_at.cmp(&a.ended_at).then_with(|| b.game_pk.cmp(&a.game_pk)));
+            records.truncate(limit);
+            Ok(records)
+        });
+        Self::ready(result)
+    }
+}

@@ -1,0 +1,152 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+//! The room runner over the in-memory store, driven through its messages as the gateway
+//! drives it.
+
+mod support;
+
+use engine::games::tally::Tally;
+use room_actor::messages::{GetInfo, Start};
+use room_actor::rebuild::{rebuild, From};
+use room_actor::room::Clock;
+use room_actor::{RoomStatus, RoomStore};
+use serde_json::json;
+use support::*;
+
+async fn started_tally(node: &Node, target: serde_json::Value) -> (room_actor::RoomHandle, String) {
+    let room = node.room("r1", "tally", json!({ "target": target }), "alice", 60);
+    seat(&room, "bob").await;
+    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    (room, pk)
+}
+
+#[actix::test]
+async fn act_is_acked_and_every_subscriber_gets_the_update() {
+    let node = Node::new(Clock::System);
+    let (room, _) = started_tally(&node, json!(10)).await;
+    let mut alice = Client::new(1, "alice");
+    let mut watcher = Client::new(2, "stranger");
+    alice.subscribe(&room);
+    watcher.subscribe(&room);
+    assert_eq!(alice.next_of("sync").await["seq"], 0);
+    assert_eq!(watcher.next_of("sync").await["view"]["count"], 0);
+
+    alice.act(&room, 1, json!({"type": "bump"}));
+    let update = alice.next_of("update").await;
+    assert_eq!((update["seq"].as_u64(), update["view"]["count"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(update["view"]["last"], "alice");
+    assert_eq!(update["events"][0]["type"], "bumped");
+    assert_eq!(alice.next_of("ack").await, json!({"t": "ack", "room": "r1", "cs": 1, "seq": 1}));
+    assert_eq!(watcher.next_of("update").await["view"]["count"], 1);
+}
+
+#[actix::test]
+async fn retried_cs_is_acked_with_its_seq_and_applied_once() {
+    let node = Node::new(Clock::System);
+    let (room, pk) = started_tally(&node, json!(10)).await;
+    let mut alice = Client::new(1, "alice");
+    alice.subscribe(&room);
+    alice.act(&room, 7, json!({"type": "bump"}));
+    assert_eq!(alice.next_of("ack").await["seq"], 1);
+    alice.act(&room, 7, json!({"type": "bump"}));
+    assert_eq!(alice.next_of("ack").await["seq"], 1);
+    alice.act(&room, 8, json!({"type": "bump"}));
+    assert_eq!(alice.next_of("ack").await["seq"], 2);
+    let stored = node.store.load(&pk).await.unwrap().unwrap();
+    assert_eq!(stored.entries.len(), 2);
+}
+
+#[actix::test]
+async fn bad_shape_strangers_and_unstarted_rooms_are_rejected_without_change() {
+    let node = Node::new(Clock::System);
+    let waiting = node.room("w", "tally", json!({}), "alice", 60);
+    let mut alice = Client::new(1, "alice");
+    alice.act(&waiting, 1, json!({"type": "bump"}));
+    assert_eq!(alice.next_of("reject").await["code"], "not_started");
+
+    let (room, pk) = started_tally(&node, json!(10)).await;
+    alice.act(&room, 1, json!({"type": "bump", "extra": true}));
+    let r = alice.next_of("reject").await;
+    assert_eq!((r["cs"].as_u64(), r["code"].as_str()), (Some(1), Some("bad_action")));
+    alice.act(&room, 2, json!("bump"));
+    assert_eq!(alice.next_of("reject").await["code"], "bad_action");
+    let mut eve = Client::new(3, "eve");
+    eve.act(&room, 1, json!({"type": "bump"}));
+    let r = eve.next_of("reject").await;
+    assert_eq!(r["code"], "not_seated");
+    assert_eq!(r["reason"], "이 게임의 플레이어가 아니에요");
+    assert!(node.store.load(&pk).await.unwrap().unwrap().entries.is_empty());
+}
+
+#[actix::test]
+async fn finished_game_sends_result_and_is_recorded_and_rebuilds_identically() {
+    let node = Node::new(Clock::System);
+    let (room, pk) = started_tally(&node, json!(10)).await;
+    let mut alice = Client::new(1, "alice");
+    let bob = Client::new(2, "bob");
+    alice.subscribe(&room);
+    bob.subscribe(&room);
+    for cs in 1..=10 {
+        let who = if cs % 3 == 0 { &bob } else { &alice };
+        who.act(&room, cs, json!({"type": "bump"}));
+    }
+    let result = alice.next_of("result").await;
+    assert_eq!(result["gamePk"], pk.as_str());
+    assert_eq!(result["result"]["ranking"][0][0], "alice");
+    let info = room.info.send(GetInfo).await.unwrap();
+    assert_eq!(info.status, RoomStatus::Ended);
+
+    let record = node.store.record(&pk).await.unwrap().expect("recorded");
+    assert_eq!(record.final_seq, 10);
+    let stored = node.store.load(&pk).await.unwrap().unwrap();
+    let rebuilt = rebuild::<Tally>(&stored, From::Seed).unwrap();
+    assert_eq!(serde_json::to_string(&rebuilt.state).unwrap(), record.final_state_json);
+    let from_snapshot = rebuild::<Tally>(&stored, From::LatestSnapshot).unwrap();
+    assert_eq!(from_snapshot.state, rebuilt.state);
+    assert_eq!(rebuilt.applied.len(), 10);
+    let games = node.store.games_of(&"bob".into(), None, 10).await.unwrap();
+    assert_eq!(games.iter().map(|g| g.game_pk.as_str()).collect::<Vec<_>>(), vec![pk.as_str()]);
+}
+
+#[actix::test]
+async fn bots_alone_play_tally_to_the_end() {
+    tokio::time::pause();
+    let node = Node::new(Clock::tokio());
+    let room = node.room("b", "tally", json!({"target": 100}), "alice", 60);
+    add_bot(&room, "alice").await;
+    add_bot(&room, "alice").await;
+    let mut watcher = Client::new(9, "alice");
+    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    watcher.subscribe(&room);
+    let result = watcher.next_of("result").await;
+    assert_eq!(result["gamePk"], pk.as_str());
+    let stored = node.store.load(&pk).await.unwrap().unwrap();
+    assert_eq!(stored.entries.len(), 100);
+    // alice never acted: every input came from her bots (she is seated but silent).
+    assert!(stored.entries.iter().all(|e| e.auto && e.actor != engine::Actor::Player("alice".into())));
+}
+
+#[actix::test]
+async fn host_controls_bots_and_start_and_seats_are_bounded() {
+    let node = Node::new(Clock::System);
+    let room = node.room("h", "tally", json!({}), "alice", 60);
+    let err = room
+        .take_seat
+        .send(room_actor::messages::TakeSeat { user: "bob".into(), name: "b".into(), bot: true })
+        .await
+        .unwrap();
+    assert_eq!(err.unwrap_err().code, "not_host");
+    let err = room.start.send(Start { user: "bob".into() }).await.unwrap();
+    assert_eq!(err.unwrap_err().code, "not_host");
+    for _ in 0..7 {
+        add_bot(&room, "alice").await;
+    }
+    let full = room
+        .take_seat
+        .send(room_actor::messages::TakeSeat { user: "carol".into(), name: "c".into(), bot: false })
+        .await
+        .unwrap();
+    assert_eq!(full.unwrap_err().code, "room_full");
+    room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let again = room.start.send(Start { user: "alice".into() }).await.unwrap();
+    assert_eq!(again.unwrap_err().code, "already_started");
+}
