@@ -1,1 +1,21 @@
+//! # gateway: the roomd node
+//!
+//! HTTP API, WebSocket sessions, auth, config and the `roomd` binary.
+//!
+//! # Layout
+//!
+//! - [`config`]: settings (defaults → file → `ROOMD__…` environment).
+//! - [`server`]: shared state and `start`, which binds and serves.
+//! - [`api`]: the HTTP API of `PROTOCOL.md`.
+//! - [`ws`]: one session actor per WebSocket.
+//! - [`auth`]: HS256 bearer tokens.
+//! - [`error`]: the `{"code","reason"}` error shape.
+//! - [`telemetry`]: logging setup.
 
+pub mod api;
+pub mod auth;
+pub mod config;
+pub mod error;
+pub mod server;
+pub mod telemetry;
+pub mod ws;

@@ -1,1 +1,29 @@
-fn main() {}
+//! `roomd`: parses settings, sets up logs, serves until SIGINT/SIGTERM.
+
+use anyhow::Context;
+use gateway::config::Settings;
+
+fn config_arg() -> Option<String> {
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--config" {
+            return args.next();
+        }
+        if let Some(path) = arg.strip_prefix("--config=") {
+            return Some(path.to_owned());
+        }
+    }
+    None
+}
+
+#[actix_web::main]
+async fn main() -> anyhow::Result<()> {
+    let settings = Settings::load(config_arg().as_deref()).context("reading settings")?;
+    gateway::telemetry::init(&settings.log);
+    let running = gateway::server::start(settings).context("starting roomd")?;
+    let mode = if running.state.settings.redis.url.is_some() { "cluster" } else { "embedded single node" };
+    tracing::info!(addr = %running.addr, node = %running.state.node_id, mode, "roomd listening");
+    println!("roomd listening on http://{} ({mode}, node {})", running.addr, running.state.node_id);
+    running.server.await.context("serving")?;
+    Ok(())
+}

@@ -1,0 +1,66 @@
+//! HTTP errors: `{"code":"…","reason":"…"}` with a fitting status. `code` is stable
+//! English for programs, `reason` Korean for people.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+use room_actor::messages::RoomOpError;
+use serde::Serialize;
+use std::fmt;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ApiError {
+    #[serde(skip)]
+    pub status: StatusCode,
+    pub code: String,
+    pub reason: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &str, reason: impl Into<String>) -> ApiError {
+        ApiError { status, code: code.to_owned(), reason: reason.into() }
+    }
+
+    pub fn bad_request(code: &str, reason: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, code, reason)
+    }
+
+    pub fn unauthorized() -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "로그인이 필요해요")
+    }
+
+    pub fn unknown_room() -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "unknown_room", "없는 방이에요")
+    }
+
+    pub fn unavailable() -> ApiError {
+        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "room_unavailable", "잠시 후 다시 시도해 주세요")
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.reason)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status).json(self)
+    }
+}
+
+impl From<RoomOpError> for ApiError {
+    fn from(e: RoomOpError) -> ApiError {
+        ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), e.code, e.reason)
+    }
+}
+
+impl From<actix::MailboxError> for ApiError {
+    fn from(_: actix::MailboxError) -> ApiError {
+        ApiError::unavailable()
+    }
+}

@@ -1,0 +1,127 @@
+//! The node: shared state, the actix-web app, and `run`.
+
+use crate::auth::Auth;
+use crate::config::{Settings, DEV_SECRET};
+use crate::{api, ws};
+use actix_web::dev::Server;
+use actix_web::{web, App, HttpServer};
+use prometheus::{IntCounter, IntGauge, Registry};
+use room_actor::metrics::RoomMetrics;
+use room_actor::room::Clock;
+use room_actor::{Directory, MemoryStore, RoomDeps, RoomStore};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+use thiserror::Error;
+use tracing::warn;
+
+#[derive(Debug, Error)]
+pub enum StartError {
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+}
+
+/// Gateway-level metrics (rooms register theirs in the same registry).
+pub struct GatewayMetrics {
+    pub registry: Registry,
+    pub sessions: IntGauge,
+    pub ws_closed_flood: IntCounter,
+    pub ws_errors: IntCounter,
+}
+
+/// Everything handlers share.
+pub struct AppState {
+    pub settings: Settings,
+    pub node_id: String,
+    pub auth: Auth,
+    pub directory: Arc<Directory>,
+    pub store: Arc<dyn RoomStore>,
+    pub room_deps: RoomDeps,
+    pub metrics: GatewayMetrics,
+    /// Set on SIGTERM: `/readyz` answers 503 and no rooms are created.
+    pub draining: AtomicBool,
+    pub next_session: AtomicU64,
+}
+
+impl AppState {
+    pub fn new(settings: Settings) -> Result<AppState, StartError> {
+        if settings.redis.url.is_some() && settings.auth.secret == DEV_SECRET {
+            return Err(StartError::Config(
+                "cluster mode (ROOMD__REDIS__URL set) needs ROOMD__AUTH__SECRET: the default secret is public".into(),
+            ));
+        }
+        if settings.auth.secret == DEV_SECRET {
+            warn!("using the built-in development token secret; set ROOMD__AUTH__SECRET in production");
+        }
+        let node_id = settings
+            .node
+            .id
+            .clone()
+            .unwrap_or_else(|| format!("n_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]));
+        let registry = Registry::new();
+        let room_metrics = RoomMetrics::new(&registry)?;
+        let sessions = IntGauge::new("roomd_sessions", "open WebSocket sessions")?;
+        let ws_closed_flood = IntCounter::new("roomd_ws_flood_closed_total", "sockets closed for flooding")?;
+        let ws_errors = IntCounter::new("roomd_ws_bad_messages_total", "malformed or over-limit client messages")?;
+        registry.register(Box::new(sessions.clone()))?;
+        registry.register(Box::new(ws_closed_flood.clone()))?;
+        registry.register(Box::new(ws_errors.clone()))?;
+        // Embedded mode: the in-memory store. (The Redis store plugs in here.)
+        let store: Arc<dyn RoomStore> = Arc::new(MemoryStore::new());
+        let directory = Arc::new(Directory::new());
+        let room_deps = RoomDeps {
+            store: store.clone(),
+            directory: directory.clone(),
+            metrics: room_metrics,
+            node_id: node_id.clone(),
+            snapshot_every: settings.rooms.snapshot_every,
+            clock: Clock::System,
+        };
+        Ok(AppState {
+            auth: Auth::new(&settings.auth.secret, settings.auth.token_ttl_s),
+            settings,
+            node_id,
+            directory,
+            store,
+            room_deps,
+            metrics: GatewayMetrics { registry, sessions, ws_closed_flood, ws_errors },
+            draining: AtomicBool::new(false),
+            next_session: AtomicU64::new(1),
+        })
+    }
+}
+
+/// A running node: the server future to await and the address it listens on.
+pub struct Running {
+    pub server: Server,
+    pub addr: SocketAddr,
+    pub state: web::Data<AppState>,
+}
+
+/// Binds and starts serving (call inside an actix system).
+pub fn start(settings: Settings) -> Result<Running, StartError> {
+    let bind = format!("{}:{}", settings.http.bind, settings.http.port);
+    let workers = settings.http.workers;
+    let state = web::Data::new(AppState::new(settings)?);
+    let app_state = state.clone();
+    let mut server = HttpServer::new(move || {
+        App::new()
+            .app_data(app_state.clone())
+            .app_data(api::json_config())
+            .app_data(api::query_config())
+            .configure(api::routes)
+            .route("/ws", web::get().to(ws::upgrade))
+    })
+    .shutdown_timeout(5);
+    if workers > 0 {
+        server = server.workers(workers);
+    }
+    let server = server.bind(&bind).map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
+    let addr =
+        server.addrs().first().copied().ok_or_else(|| StartError::Config(format!("no address bound for {bind}")))?;
+    Ok(Running { server: server.run(), addr, state })
+}
