@@ -34,7 +34,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route("/rooms/{room}/seats", web::post().to(sit))
                 .route("/rooms/{room}/seats/me", web::delete().to(leave))
                 .route("/rooms/{room}/start", web::post().to(start))
-                .route("/me/games", web::get().to(my_games)),
+                .route("/me/games", web::get().to(my_games))
+                .route("/replays/{game_pk}", web::get().to(crate::replay::get)),
         );
 }
 

@@ -8,6 +8,7 @@
 //! - [`server`]: shared state and `start`, which binds and serves.
 //! - [`api`]: the HTTP API of `PROTOCOL.md`.
 //! - [`ws`]: one session actor per WebSocket.
+//! - [`replay`]: replays of finished games for their players.
 //! - [`auth`]: HS256 bearer tokens.
 //! - [`error`]: the `{"code","reason"}` error shape.
 //! - [`telemetry`]: logging setup.
@@ -16,6 +17,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod replay;
 pub mod server;
 pub mod telemetry;
 pub mod ws;

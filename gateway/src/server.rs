@@ -7,11 +7,13 @@ use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
 use room_actor::metrics::RoomMetrics;
+use room_actor::replay::ReplayCache;
 use room_actor::room::Clock;
 use room_actor::{Directory, MemoryStore, RoomDeps, RoomStore};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
+use std::time::Duration;
 use thiserror::Error;
 use tracing::warn;
 
@@ -24,6 +26,9 @@ pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
 }
+
+/// Replay rebuilds allowed at once (each runs on the blocking pool).
+const REPLAY_BUILDS_AT_ONCE: usize = 2;
 
 /// Gateway-level metrics (rooms register theirs in the same registry).
 pub struct GatewayMetrics {
@@ -45,6 +50,10 @@ pub struct AppState {
     /// Set on SIGTERM: `/readyz` answers 503 and no rooms are created.
     pub draining: AtomicBool,
     pub next_session: AtomicU64,
+    /// Rebuilt replays (10 minutes, 32 entries).
+    pub replays: ReplayCache,
+    /// Replay rebuilds running at once.
+    pub replay_permits: tokio::sync::Semaphore,
 }
 
 impl AppState {
@@ -91,6 +100,8 @@ impl AppState {
             metrics: GatewayMetrics { registry, sessions, ws_closed_flood, ws_errors },
             draining: AtomicBool::new(false),
             next_session: AtomicU64::new(1),
+            replays: ReplayCache::new(Duration::from_secs(600), 32),
+            replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
         })
     }
 }

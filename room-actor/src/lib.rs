@@ -13,6 +13,7 @@
 //! - [`log`], [`store`]: the room log (bincode) and the `RoomStore` trait with the
 //!   in-memory store.
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
+//! - [`replay`]: a participant's replay of a finished game (first view + patches).
 //! - [`metrics`]: Prometheus counters and histograms.
 
 pub mod directory;
@@ -21,6 +22,7 @@ pub mod log;
 pub mod messages;
 pub mod metrics;
 pub mod rebuild;
+pub mod replay;
 pub mod room;
 pub mod spawn;
 pub mod store;
