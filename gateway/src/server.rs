@@ -58,6 +58,12 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(settings: Settings) -> Result<AppState, StartError> {
+        if settings.redis.url.is_some() {
+            // Refuse rather than silently run a single node that other nodes cannot see.
+            return Err(StartError::Config(
+                "ROOMD__REDIS__URL is set, but this build has no cluster mode yet; unset it to run one embedded node".into(),
+            ));
+        }
         if settings.redis.url.is_some() && settings.auth.secret == DEV_SECRET {
             return Err(StartError::Config(
                 "cluster mode (ROOMD__REDIS__URL set) needs ROOMD__AUTH__SECRET: the default secret is public".into(),

@@ -712,8 +712,18 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
                 Ok(self.info())
             }
             Phase::Playing(run) => {
-                if let Some(input) = G::on_leave(&run.state, &msg.user) {
-                    self.process(ctx, GameActor::Player(msg.user), input, Origin::Timer);
+                match G::on_leave(&run.state, &msg.user) {
+                    Some(input) => {
+                        self.process(ctx, GameActor::Player(msg.user), input, Origin::Timer);
+                    }
+                    None => {
+                        // The game has no forfeit: the player counts as away with their grace
+                        // already spent, so their turns time out without waiting.
+                        let grace_ms = G::disconnect_grace_ms(&run.state).unwrap_or(i64::from(self.grace_sec) * 1000);
+                        let since = self.now() - grace_ms;
+                        self.disconnected_since.insert(msg.user, since);
+                        self.rearm(ctx);
+                    }
                 }
                 Ok(self.info())
             }
