@@ -12,16 +12,19 @@
 //! - [`spawn`]: creating a room for a game id (options validated).
 //! - [`log`], [`store`]: the room log (bincode) and the `RoomStore` trait with the
 //!   in-memory store.
+//! - [`keys`], [`redis_store`]: the Redis store (key layout, Lua append with fencing).
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
 //! - [`metrics`]: Prometheus counters and histograms.
 
 pub mod directory;
 pub mod error;
+pub mod keys;
 pub mod log;
 pub mod messages;
 pub mod metrics;
 pub mod rebuild;
+pub mod redis_store;
 pub mod replay;
 pub mod room;
 pub mod spawn;
@@ -30,5 +33,6 @@ pub mod wire;
 
 pub use directory::{Directory, RoomHandle, RoomInfo, RoomStatus};
 pub use error::{RebuildError, StoreError};
+pub use redis_store::RedisStore;
 pub use room::{RoomActor, RoomDeps};
 pub use store::{MemoryStore, RoomStore};

@@ -1,0 +1,78 @@
+//! Every Redis key roomd uses, in one place. Keys of one game share the hash tag of its
+//! room (`{room:ID}`), so a game's log, counter, snapshot and lease live in one Redis
+//! Cluster slot and one Lua script can touch them all.
+
+/// A game's pk is `<room id>.<random hex>`, so the room (and so the hash tag) can be
+/// found from the pk alone.
+pub fn game_pk(room_id: &str, random_hex: &str) -> String {
+    format!("{room_id}.{random_hex}")
+}
+
+/// The room id inside a game pk (`None` for a pk not made by [`game_pk`]).
+pub fn room_of(game_pk: &str) -> Option<&str> {
+    game_pk.split_once('.').map(|(room, _)| room).filter(|r| !r.is_empty() && !r.contains(['{', '}']))
+}
+
+#[derive(Clone, Debug)]
+pub struct Keys {
+    prefix: String,
+}
+
+impl Keys {
+    /// `prefix` separates deployments (and test runs) sharing one Redis.
+    pub fn new(prefix: &str) -> Keys {
+        Keys { prefix: prefix.to_owned() }
+    }
+
+    fn room(&self, room_id: &str) -> String {
+        format!("{}:{{room:{room_id}}}", self.prefix)
+    }
+
+    pub fn start(&self, room_id: &str, pk: &str) -> String {
+        format!("{}:game:{pk}:start", self.room(room_id))
+    }
+
+    pub fn log(&self, room_id: &str, pk: &str) -> String {
+        format!("{}:game:{pk}:log", self.room(room_id))
+    }
+
+    pub fn seq(&self, room_id: &str, pk: &str) -> String {
+        format!("{}:game:{pk}:seq", self.room(room_id))
+    }
+
+    pub fn snapshot(&self, room_id: &str, pk: &str) -> String {
+        format!("{}:game:{pk}:snap", self.room(room_id))
+    }
+
+    pub fn record(&self, room_id: &str, pk: &str) -> String {
+        format!("{}:game:{pk}:record", self.room(room_id))
+    }
+
+    /// The room's ownership lease (`node/epoch`), checked by every append.
+    pub fn lease(&self, room_id: &str) -> String {
+        format!("{}:lease", self.room(room_id))
+    }
+
+    /// A user's finished games, scored by end time.
+    pub fn user_games(&self, user: &str) -> String {
+        format!("{}:user:{{{user}}}:games", self.prefix)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_of_one_game_share_the_room_hash_tag() {
+        let keys = Keys::new("roomd");
+        let pk = game_pk("r_1", "ab");
+        let room = room_of(&pk).unwrap();
+        for key in [keys.start(room, &pk), keys.log(room, &pk), keys.seq(room, &pk), keys.lease(room)] {
+            assert!(key.starts_with("roomd:{room:r_1}:"), "{key}");
+        }
+        assert_eq!(room_of("no-dot"), None);
+        assert_eq!(room_of(".x"), None);
+        assert_eq!(room_of("a{b}.x"), None);
+    }
+}

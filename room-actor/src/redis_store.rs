@@ -1,0 +1,213 @@
+//! `RoomStore` on Redis: a Redis Stream per game for the log (bincode entries), strings
+//! for the start entry, snapshot and record, a sorted set per user for `/api/me/games`.
+//! Appends go through one Lua script (`lua/append.lua`) that checks the room's lease
+//! token and the sequence number before `XADD`. Finished games expire after 90 days.
+//!
+//! The connection is a `ConnectionManager`, which reconnects with backoff after Redis
+//! restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
+//! room refuses inputs (nothing is acknowledged that is not stored).
+
+use crate::error::StoreError;
+use crate::keys::{room_of, Keys};
+use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
+use crate::store::{RoomStore, StoreFuture};
+use engine::PlayerId;
+use redis::aio::ConnectionManager;
+use redis::streams::StreamRangeReply;
+use redis::{AsyncCommands, RedisError, Script};
+use std::time::Duration;
+
+/// How long a finished game's log and record are kept.
+pub const RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
+
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    keys: Keys,
+    append: Script,
+}
+
+fn unavailable(e: RedisError) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+fn room(game_pk: &str) -> Result<&str, StoreError> {
+    room_of(game_pk).ok_or_else(|| StoreError::Corrupt(format!("game pk {game_pk} names no room")))
+}
+
+impl RedisStore {
+    /// Connects (with the manager's reconnect/backoff) and uses keys under `prefix`.
+    pub async fn connect(url: &str, prefix: &str) -> Result<RedisStore, StoreError> {
+        let client = redis::Client::open(url).map_err(unavailable)?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Duration::from_secs(2))
+            .set_response_timeout(Duration::from_secs(2))
+            .set_number_of_retries(3)
+            .set_max_delay(500);
+        let conn = ConnectionManager::new_with_config(client, config).await.map_err(unavailable)?;
+        Ok(RedisStore { conn, keys: Keys::new(prefix), append: Script::new(include_str!("lua/append.lua")) })
+    }
+
+    pub fn keys(&self) -> &Keys {
+        &self.keys
+    }
+
+    /// `PING`: is the store reachable (readiness)?
+    pub async fn ping(&self) -> bool {
+        let mut conn = self.conn.clone();
+        redis::cmd("PING").query_async::<String>(&mut conn).await.is_ok()
+    }
+
+    async fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> Result<(), StoreError> {
+        let room = room(&game_pk)?;
+        let bytes = encode(&entry)?;
+        let mut conn = self.conn.clone();
+        let result: Result<u64, RedisError> = self
+            .append
+            .key(self.keys.log(room, &game_pk))
+            .key(self.keys.seq(room, &game_pk))
+            .key(self.keys.lease(room))
+            .arg(entry.seq)
+            .arg(bytes)
+            .arg(token)
+            .invoke_async(&mut conn)
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some("FENCED") => Err(StoreError::Fenced),
+            Err(e) if e.code() == Some("CONFLICT") => Err(StoreError::Conflict {
+                game_pk,
+                expected: e.detail().and_then(|d| d.trim().parse::<u64>().ok()).map_or(0, |last| last + 1),
+                got: entry.seq,
+            }),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+}
+
+impl RoomStore for RedisStore {
+    fn begin(&self, start: StartEntry) -> StoreFuture<()> {
+        let this = self.clone();
+        Box::pin(async move {
+            let room = room(&start.game_pk)?.to_owned();
+            let bytes = encode(&start)?;
+            let mut conn = this.conn.clone();
+            let created: bool = redis::cmd("SET")
+                .arg(this.keys.start(&room, &start.game_pk))
+                .arg(bytes)
+                .arg("NX")
+                .query_async::<Option<String>>(&mut conn)
+                .await
+                .map_err(unavailable)?
+                .is_some();
+            if !created {
+                return Err(StoreError::Conflict { game_pk: start.game_pk, expected: 0, got: 0 });
+            }
+            Ok(())
+        })
+    }
+
+    fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()> {
+        let this = self.clone();
+        let game_pk = game_pk.to_owned();
+        // No lease token yet: the store is used without ownership leases (one writer per
+        // room by construction). The script enforces the token once one is passed.
+        Box::pin(async move { this.append_fenced(game_pk, entry, String::new()).await })
+    }
+
+    fn put_snapshot(&self, game_pk: &str, snapshot: Snapshot) -> StoreFuture<()> {
+        let this = self.clone();
+        let game_pk = game_pk.to_owned();
+        Box::pin(async move {
+            let room = room(&game_pk)?;
+            let mut conn = this.conn.clone();
+            conn.set::<_, _, ()>(this.keys.snapshot(room, &game_pk), encode(&snapshot)?).await.map_err(unavailable)
+        })
+    }
+
+    fn load(&self, game_pk: &str) -> StoreFuture<Option<StoredGame>> {
+        let this = self.clone();
+        let game_pk = game_pk.to_owned();
+        Box::pin(async move {
+            let room = room(&game_pk)?;
+            let mut conn = this.conn.clone();
+            let start: Option<Vec<u8>> = conn.get(this.keys.start(room, &game_pk)).await.map_err(unavailable)?;
+            let Some(start) = start else { return Ok(None) };
+            let snapshot: Option<Vec<u8>> = conn.get(this.keys.snapshot(room, &game_pk)).await.map_err(unavailable)?;
+            let range: StreamRangeReply = conn.xrange_all(this.keys.log(room, &game_pk)).await.map_err(unavailable)?;
+            let mut entries = Vec::with_capacity(range.ids.len());
+            for id in &range.ids {
+                let bytes: Vec<u8> =
+                    id.get("e").ok_or_else(|| StoreError::Corrupt(format!("stream entry {} has no body", id.id)))?;
+                entries.push(decode::<LogEntry>(&bytes)?);
+            }
+            Ok(Some(StoredGame {
+                start: decode(&start)?,
+                snapshot: snapshot.as_deref().map(decode).transpose()?,
+                entries,
+            }))
+        })
+    }
+
+    fn finish(&self, record: GameRecord) -> StoreFuture<()> {
+        let this = self.clone();
+        Box::pin(async move {
+            let room = room(&record.game_pk)?.to_owned();
+            let pk = record.game_pk.clone();
+            let ttl = RETENTION.as_secs() as i64;
+            let mut conn = this.conn.clone();
+            let mut pipe = redis::pipe();
+            pipe.atomic().set(this.keys.record(&room, &pk), encode(&record)?).ignore();
+            for key in [
+                this.keys.record(&room, &pk),
+                this.keys.start(&room, &pk),
+                this.keys.log(&room, &pk),
+                this.keys.seq(&room, &pk),
+                this.keys.snapshot(&room, &pk),
+            ] {
+                pipe.expire(key, ttl).ignore();
+            }
+            pipe.query_async::<()>(&mut conn).await.map_err(unavailable)?;
+            // The per-user index lives in the user's slot, so it is written apart from the
+            // game's keys; an index entry whose record has expired is skipped on read.
+            for player in &record.players {
+                let key = this.keys.user_games(player.as_str());
+                let mut pipe = redis::pipe();
+                pipe.zadd(&key, &pk, record.ended_at).ignore().expire(&key, ttl).ignore();
+                pipe.query_async::<()>(&mut conn).await.map_err(unavailable)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn record(&self, game_pk: &str) -> StoreFuture<Option<GameRecord>> {
+        let this = self.clone();
+        let game_pk = game_pk.to_owned();
+        Box::pin(async move {
+            let Some(room) = room_of(&game_pk) else { return Ok(None) };
+            let mut conn = this.conn.clone();
+            let bytes: Option<Vec<u8>> = conn.get(this.keys.record(room, &game_pk)).await.map_err(unavailable)?;
+            bytes.as_deref().map(decode).transpose()
+        })
+    }
+
+    fn games_of(&self, player: &PlayerId, before: Option<i64>, limit: usize) -> StoreFuture<Vec<GameRecord>> {
+        let this = self.clone();
+        let key = self.keys.user_games(player.as_str());
+        Box::pin(async move {
+            let mut conn = this.conn.clone();
+            let max = before.map_or("+inf".to_owned(), |b| format!("({b}"));
+            let pks: Vec<String> =
+                conn.zrevrangebyscore_limit(&key, max, "-inf", 0, limit as isize).await.map_err(unavailable)?;
+            let mut out = Vec::with_capacity(pks.len());
+            for pk in pks {
+                let Some(room) = room_of(&pk) else { continue };
+                let bytes: Option<Vec<u8>> = conn.get(this.keys.record(room, &pk)).await.map_err(unavailable)?;
+                if let Some(bytes) = bytes {
+                    out.push(decode::<GameRecord>(&bytes)?);
+                }
+            }
+            Ok(out)
+        })
+    }
+}
