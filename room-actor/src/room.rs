@@ -479,18 +479,19 @@ impl<G: Game> RoomActor<G> {
             result_json: result_json.clone(),
             final_state_json: serde_json::to_string(&run.state).unwrap_or_default(),
         };
-        let text: Arc<str> = wire::result(&self.id, &run.game_pk, &result_json).into();
-        self.send_all(|_| text.clone());
         info!(room = %self.id, game_pk = %run.game_pk, seq = run.seq, "game finished");
         self.deps.metrics.games_finished.inc();
+        let text: Arc<str> = wire::result(&self.id, &run.game_pk, &result_json).into();
         self.phase = Phase::Ended(run, result);
-        self.publish_info();
         let fut = self.deps.store.finish(record);
-        let room = self.id.clone();
-        ctx.wait(fut.into_actor(self).map(move |res, _, _| {
+        // The result goes out once the record is stored, so a client that asks for its
+        // games or the replay right after `result` finds them.
+        ctx.wait(fut.into_actor(self).map(move |res, act, _| {
             if let Err(e) = res {
-                error!(room = %room, error = %e, "finished game not recorded");
+                error!(room = %act.id, error = %e, "finished game not recorded");
             }
+            act.send_all(|_| text.clone());
+            act.publish_info();
         }));
     }
 
