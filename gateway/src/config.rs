@@ -94,6 +94,8 @@ pub struct Ws {
     pub heartbeat_s: u64,
     /// No pong or message for this long closes the socket (s).
     pub client_timeout_s: u64,
+    /// Open sockets one user may have on this node; more are refused with 429.
+    pub max_sockets_per_user: usize,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -126,6 +128,7 @@ impl Settings {
             .set_default("ws.flood_limit", 100)?
             .set_default("ws.heartbeat_s", 2)?
             .set_default("ws.client_timeout_s", 10)?
+            .set_default("ws.max_sockets_per_user", 8)?
             .set_default("rooms.grace_sec", 60)?
             .set_default("rooms.snapshot_every", 64)?
             .set_default("rooms.max_open_per_user", 5)?;

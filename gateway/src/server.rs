@@ -50,6 +50,8 @@ pub struct AppState {
     /// Set on SIGTERM: `/readyz` answers 503 and no rooms are created.
     pub draining: AtomicBool,
     pub next_session: AtomicU64,
+    /// Open sockets per user (the per-user cap).
+    pub sockets: std::sync::Mutex<std::collections::HashMap<engine::PlayerId, usize>>,
     /// Rebuilt replays (10 minutes, 32 entries).
     pub replays: ReplayCache,
     /// Replay rebuilds running at once.
@@ -61,7 +63,8 @@ impl AppState {
         if settings.redis.url.is_some() {
             // Refuse rather than silently run a single node that other nodes cannot see.
             return Err(StartError::Config(
-                "ROOMD__REDIS__URL is set, but this build has no cluster mode yet; unset it to run one embedded node".into(),
+                "ROOMD__REDIS__URL is set, but this build has no cluster mode yet; unset it to run one embedded node"
+                    .into(),
             ));
         }
         if settings.redis.url.is_some() && settings.auth.secret == DEV_SECRET {
@@ -106,9 +109,34 @@ impl AppState {
             metrics: GatewayMetrics { registry, sessions, ws_closed_flood, ws_errors },
             draining: AtomicBool::new(false),
             next_session: AtomicU64::new(1),
+            sockets: std::sync::Mutex::new(std::collections::HashMap::new()),
             replays: ReplayCache::new(Duration::from_secs(600), 32),
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
         })
+    }
+}
+
+impl AppState {
+    /// Takes one of `user`'s socket slots; `false` when they already use them all.
+    pub fn open_socket(&self, user: &engine::PlayerId) -> bool {
+        let Ok(mut sockets) = self.sockets.lock() else { return false };
+        let open = sockets.entry(user.clone()).or_insert(0);
+        if *open >= self.settings.ws.max_sockets_per_user {
+            return false;
+        }
+        *open += 1;
+        true
+    }
+
+    pub fn close_socket(&self, user: &engine::PlayerId) {
+        if let Ok(mut sockets) = self.sockets.lock() {
+            if let Some(open) = sockets.get_mut(user) {
+                *open = open.saturating_sub(1);
+                if *open == 0 {
+                    sockets.remove(user);
+                }
+            }
+        }
     }
 }
 

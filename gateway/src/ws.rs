@@ -45,12 +45,21 @@ pub async fn upgrade(
     let Some(claims) = token.as_deref().and_then(|t| state.auth.verify(t)) else {
         return Ok(crate::error::ApiError::unauthorized().into_response());
     };
+    let user = PlayerId(claims.sub);
+    if !state.open_socket(&user) {
+        let err = crate::error::ApiError::new(
+            actix_web::http::StatusCode::TOO_MANY_REQUESTS,
+            "too_many_sockets",
+            "동시에 열 수 있는 연결이 너무 많아요",
+        );
+        return Ok(err.into_response());
+    }
     let settings = &state.settings.ws;
     let rate = NonZeroU32::new(settings.rate_per_s).unwrap_or(NonZeroU32::MIN);
     let burst = NonZeroU32::new(settings.burst).unwrap_or(rate);
     let session = WsSession {
         id: SessionId(state.next_session.fetch_add(1, Ordering::Relaxed)),
-        user: PlayerId(claims.sub),
+        user: user.clone(),
         state: state.clone(),
         rooms: HashMap::new(),
         last_seen: Instant::now(),
@@ -60,7 +69,12 @@ pub async fn upgrade(
         over_limit: 0,
         window_start: Instant::now(),
     };
-    ws::WsResponseBuilder::new(session, &req, stream).frame_size(settings.max_frame_bytes).start()
+    let response = ws::WsResponseBuilder::new(session, &req, stream).frame_size(settings.max_frame_bytes).start();
+    if response.is_err() {
+        // The handshake failed, so no session will ever close this slot.
+        state.close_socket(&user);
+    }
+    response
 }
 
 trait IntoResponse {
@@ -241,6 +255,7 @@ impl Actor for WsSession {
 
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         self.state.metrics.sessions.dec();
+        self.state.close_socket(&self.user);
         for handle in self.rooms.values() {
             let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
         }
