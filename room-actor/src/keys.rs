@@ -53,6 +53,21 @@ impl Keys {
         format!("{}:lease", self.room(room_id))
     }
 
+    /// The room's lease epoch counter (only ever grows).
+    pub fn epoch(&self, room_id: &str) -> String {
+        format!("{}:epoch", self.room(room_id))
+    }
+
+    /// Live nodes, scored by heartbeat expiry (epoch ms).
+    pub fn nodes(&self) -> String {
+        format!("{}:nodes", self.prefix)
+    }
+
+    /// Draining flags by node id.
+    pub fn draining(&self) -> String {
+        format!("{}:nodes:draining", self.prefix)
+    }
+
     /// A user's finished games, scored by end time.
     pub fn user_games(&self, user: &str) -> String {
         format!("{}:user:{{{user}}}:games", self.prefix)

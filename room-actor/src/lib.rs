@@ -5,6 +5,7 @@
 //!
 //! # Layout
 //!
+//! - [`cluster`]: membership, rendezvous placement and fenced leases on Redis.
 //! - [`room`]: `RoomActor<G>`, the runner (`game-engine.md` §4), timers and bots.
 //! - [`messages`]: what rooms take (subscribe, act, seats, start) and send (`ToClient`).
 //! - [`wire`]: server → client JSON, built once in the room.
@@ -17,6 +18,7 @@
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
 //! - [`metrics`]: Prometheus counters and histograms.
 
+pub mod cluster;
 pub mod directory;
 pub mod error;
 pub mod keys;

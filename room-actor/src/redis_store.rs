@@ -52,13 +52,19 @@ impl RedisStore {
         &self.keys
     }
 
+    /// The connection, shared with the cluster's membership and leases.
+    pub fn connection(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
     /// `PING`: is the store reachable (readiness)?
     pub async fn ping(&self) -> bool {
         let mut conn = self.conn.clone();
         redis::cmd("PING").query_async::<String>(&mut conn).await.is_ok()
     }
 
-    async fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> Result<(), StoreError> {
+    /// Appends as the holder of `token` (`node/epoch`); `Fenced` if the lease is someone else's.
+    pub async fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> Result<(), StoreError> {
         let room = room(&game_pk)?;
         let bytes = encode(&entry)?;
         let mut conn = self.conn.clone();

@@ -1,0 +1,80 @@
+//! Room ownership leases: `roomd:{room:ID}:lease = node/epoch`, with a short TTL renewed
+//! by the owner in batches. The epoch grows with every claim, and every log append checks
+//! the token (`lua/append.lua`), so a node that lost a lease — paused, partitioned,
+//! slow — is fenced: it can never append to that room again.
+
+use crate::error::StoreError;
+use crate::keys::Keys;
+use redis::aio::ConnectionManager;
+use redis::{RedisError, Script};
+
+fn unavailable(e: RedisError) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+#[derive(Clone)]
+pub struct Leases {
+    conn: ConnectionManager,
+    keys: Keys,
+    node: String,
+    ttl_ms: u64,
+    claim: Script,
+    renew: Script,
+    release: Script,
+}
+
+impl Leases {
+    pub fn new(conn: ConnectionManager, keys: Keys, node: &str, ttl_ms: u64) -> Leases {
+        Leases {
+            conn,
+            keys,
+            node: node.to_owned(),
+            ttl_ms,
+            claim: Script::new(include_str!("../lua/claim.lua")),
+            renew: Script::new(include_str!("../lua/renew.lua")),
+            release: Script::new(include_str!("../lua/release.lua")),
+        }
+    }
+
+    /// Claims `room` for this node: the owner token, or `None` if someone holds it.
+    pub async fn claim(&self, room: &str) -> Result<Option<String>, StoreError> {
+        let mut conn = self.conn.clone();
+        self.claim
+            .key(self.keys.lease(room))
+            .key(self.keys.epoch(room))
+            .arg(&self.node)
+            .arg(self.ttl_ms)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)
+    }
+
+    /// Renews leases this node holds; returns the rooms whose lease was lost.
+    pub async fn renew(&self, held: &[(String, String)]) -> Result<Vec<String>, StoreError> {
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut invocation = self.renew.prepare_invoke();
+        invocation.arg(self.ttl_ms);
+        for (room, token) in held {
+            invocation.key(self.keys.lease(room)).arg(token);
+        }
+        let mut conn = self.conn.clone();
+        let kept: Vec<u8> = invocation.invoke_async(&mut conn).await.map_err(unavailable)?;
+        Ok(held.iter().zip(kept).filter(|(_, k)| *k == 0).map(|((room, _), _)| room.clone()).collect())
+    }
+
+    /// Gives a room up (after its last append) so another node can claim it at once.
+    pub async fn release(&self, room: &str, token: &str) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let released: u8 =
+            self.release.key(self.keys.lease(room)).arg(token).invoke_async(&mut conn).await.map_err(unavailable)?;
+        Ok(released == 1)
+    }
+
+    /// The current holder's token, if any.
+    pub async fn holder(&self, room: &str) -> Result<Option<String>, StoreError> {
+        let mut conn = self.conn.clone();
+        redis::cmd("GET").arg(self.keys.lease(room)).query_async(&mut conn).await.map_err(unavailable)
+    }
+}

@@ -1,0 +1,69 @@
+//! Membership by heartbeat: each node refreshes its entry in a sorted set scored by the
+//! time its heartbeat expires; live nodes are the entries whose score is in the future.
+//! A draining node stays live (it still owns rooms until they move) but takes no new ones.
+
+use crate::error::StoreError;
+use crate::keys::Keys;
+use redis::aio::ConnectionManager;
+use redis::{AsyncCommands, RedisError};
+
+fn unavailable(e: RedisError) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
+
+/// A node as others see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub id: String,
+    pub draining: bool,
+}
+
+#[derive(Clone)]
+pub struct Membership {
+    conn: ConnectionManager,
+    keys: Keys,
+    ttl_ms: i64,
+}
+
+impl Membership {
+    pub fn new(conn: ConnectionManager, keys: Keys, ttl_ms: i64) -> Membership {
+        Membership { conn, keys, ttl_ms }
+    }
+
+    /// Announces `node` alive until `now_ms + ttl`, with its draining flag.
+    pub async fn heartbeat(&self, node: &str, draining: bool, now_ms: i64) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.atomic()
+            .zadd(self.keys.nodes(), node, now_ms + self.ttl_ms)
+            .ignore()
+            .hset(self.keys.draining(), node, u8::from(draining))
+            .ignore()
+            // Entries that expired long ago are dropped so the set stays small.
+            .zrembyscore(self.keys.nodes(), "-inf", now_ms - 60 * self.ttl_ms)
+            .ignore();
+        pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+    }
+
+    /// Leaves at once (a clean shutdown), instead of waiting for the heartbeat to expire.
+    pub async fn leave(&self, node: &str) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.zrem(self.keys.nodes(), node).ignore().hdel(self.keys.draining(), node).ignore();
+        pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+    }
+
+    /// Nodes whose heartbeat has not expired at `now_ms`, sorted by id.
+    pub async fn live(&self, now_ms: i64) -> Result<Vec<Member>, StoreError> {
+        let mut conn = self.conn.clone();
+        let mut ids: Vec<String> =
+            conn.zrangebyscore(self.keys.nodes(), format!("({now_ms}"), "+inf").await.map_err(unavailable)?;
+        ids.sort();
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let flag: Option<u8> = conn.hget(self.keys.draining(), &id).await.map_err(unavailable)?;
+            out.push(Member { id, draining: flag == Some(1) });
+        }
+        Ok(out)
+    }
+}

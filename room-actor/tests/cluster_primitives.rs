@@ -1,0 +1,101 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+//! The cluster's Redis primitives against a real Redis (`REDIS_URL`, provided by
+//! ./scripts/test; these fail, never skip, without it): leases with growing epochs,
+//! fencing of appends by a lost lease, batch renewal, release, and membership.
+
+use engine::{Actor, PlayerId, Seed};
+use room_actor::cluster::lease::Leases;
+use room_actor::cluster::membership::{Member, Membership};
+use room_actor::keys::{game_pk, Keys};
+use room_actor::log::{LogEntry, StartEntry};
+use room_actor::{RedisStore, RoomStore, StoreError};
+use std::time::Duration;
+
+async fn store() -> (RedisStore, Keys) {
+    let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
+    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
+    let store = RedisStore::connect(&url, &prefix).await.expect("Redis at REDIS_URL is reachable");
+    let keys = Keys::new(&prefix);
+    (store, keys)
+}
+
+fn entry(seq: u64) -> LogEntry {
+    LogEntry { seq, at: seq as i64, actor: Actor::Server, cs: None, rtt_ms: None, auto: true, input_json: "{}".into() }
+}
+
+#[tokio::test]
+async fn a_lost_lease_fences_the_old_owner_and_epochs_grow() {
+    let (store, keys) = store().await;
+    let a = Leases::new(store.connection(), keys.clone(), "node-a", 200);
+    let b = Leases::new(store.connection(), keys.clone(), "node-b", 200);
+    let token_a = a.claim("r_1").await.unwrap().expect("free lease");
+    assert_eq!(token_a, "node-a/1");
+    assert_eq!(b.claim("r_1").await.unwrap(), None, "held leases cannot be claimed");
+
+    let pk = game_pk("r_1", "aa");
+    let start = StartEntry {
+        game_pk: pk.clone(),
+        room_id: "r_1".into(),
+        game: "tally".into(),
+        seed: Seed(1),
+        players: vec![PlayerId::from("p")],
+        bots: vec![],
+        names: vec![],
+        options_json: "{}".into(),
+        state_version: 1,
+        started_at: 0,
+    };
+    store.begin(start).await.unwrap();
+    store.append_fenced(pk.clone(), entry(1), token_a.clone()).await.unwrap();
+
+    // node-a stops renewing (paused, partitioned): its lease expires and node-b claims.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let token_b = loop {
+        if let Some(token) = b.claim("r_1").await.unwrap() {
+            break token;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "lease never expired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(token_b, "node-b/2", "the epoch grows with every claim");
+    assert!(matches!(store.append_fenced(pk.clone(), entry(2), token_a.clone()).await, Err(StoreError::Fenced)));
+    store.append_fenced(pk.clone(), entry(2), token_b.clone()).await.unwrap();
+    assert_eq!(a.renew(&[("r_1".into(), token_a)]).await.unwrap(), vec!["r_1".to_owned()], "renewal reports the loss");
+    let log = store.load(&pk).await.unwrap().unwrap();
+    assert_eq!(log.entries.len(), 2);
+}
+
+#[tokio::test]
+async fn renewal_keeps_held_leases_and_release_hands_over_at_once() {
+    let (store, keys) = store().await;
+    let a = Leases::new(store.connection(), keys.clone(), "node-a", 300);
+    let b = Leases::new(store.connection(), keys.clone(), "node-b", 300);
+    let t1 = a.claim("r_x").await.unwrap().unwrap();
+    let t2 = a.claim("r_y").await.unwrap().unwrap();
+    // Renewed every 100 ms for 900 ms (three TTLs), the leases never lapse.
+    for _ in 0..9 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let lost = a.renew(&[("r_x".into(), t1.clone()), ("r_y".into(), t2.clone())]).await.unwrap();
+        assert!(lost.is_empty(), "lost {lost:?}");
+    }
+    assert_eq!(b.claim("r_x").await.unwrap(), None);
+    assert!(!b.release("r_x", "node-b/9").await.unwrap(), "only the holder releases");
+    assert!(a.release("r_x", &t1).await.unwrap());
+    assert_eq!(b.claim("r_x").await.unwrap().as_deref(), Some("node-b/2"));
+    assert_eq!(a.holder("r_y").await.unwrap(), Some(t2));
+}
+
+#[tokio::test]
+async fn membership_by_heartbeat_expiry_with_draining_flags() {
+    let (store, keys) = store().await;
+    let members = Membership::new(store.connection(), keys, 1000);
+    members.heartbeat("n2", false, 10_000).await.unwrap();
+    members.heartbeat("n1", true, 10_500).await.unwrap();
+    assert_eq!(
+        members.live(10_900).await.unwrap(),
+        vec![Member { id: "n1".into(), draining: true }, Member { id: "n2".into(), draining: false }]
+    );
+    assert_eq!(members.live(11_100).await.unwrap(), vec![Member { id: "n1".into(), draining: true }], "n2 expired");
+    members.leave("n1").await.unwrap();
+    assert!(members.live(10_000).await.unwrap().iter().all(|m| m.id != "n1"));
+}
