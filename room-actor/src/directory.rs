@@ -4,12 +4,12 @@
 use crate::messages::{Act, GetInfo, LeaveSeat, RttSample, Start, Subscribe, TakeSeat, Unsubscribe};
 use actix::prelude::*;
 use engine::PlayerId;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::RwLock;
 
 /// A seat in a room.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SeatInfo {
     pub user_id: PlayerId,
@@ -17,7 +17,7 @@ pub struct SeatInfo {
     pub bot: bool,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum RoomStatus {
     Waiting,
@@ -25,8 +25,9 @@ pub enum RoomStatus {
     Ended,
 }
 
-/// `GET /api/rooms/{roomId}`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// `GET /api/rooms/{roomId}`; also what a node needs to bring a room back to life
+/// elsewhere (stored by the room on every change in cluster mode).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RoomInfo {
     pub room_id: String,

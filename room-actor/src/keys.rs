@@ -53,6 +53,16 @@ impl Keys {
         format!("{}:lease", self.room(room_id))
     }
 
+    /// The room's public info (JSON), which is enough to restore it on another node.
+    pub fn meta(&self, room_id: &str) -> String {
+        format!("{}:meta", self.room(room_id))
+    }
+
+    /// Ids of rooms that have not finished.
+    pub fn open_rooms(&self) -> String {
+        format!("{}:rooms:open", self.prefix)
+    }
+
     /// The room's lease epoch counter (only ever grows).
     pub fn epoch(&self, room_id: &str) -> String {
         format!("{}:epoch", self.room(room_id))

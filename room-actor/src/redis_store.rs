@@ -7,6 +7,7 @@
 //! restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
 //! room refuses inputs (nothing is acknowledged that is not stored).
 
+use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
 use crate::keys::{room_of, Keys};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
@@ -119,6 +120,61 @@ impl RoomStore for RedisStore {
         // No lease token yet: the store is used without ownership leases (one writer per
         // room by construction). The script enforces the token once one is passed.
         Box::pin(async move { this.append_fenced(game_pk, entry, String::new()).await })
+    }
+
+    fn append_leased(&self, game_pk: &str, entry: LogEntry, token: &str) -> StoreFuture<()> {
+        let this = self.clone();
+        let game_pk = game_pk.to_owned();
+        let token = token.to_owned();
+        Box::pin(async move { this.append_fenced(game_pk, entry, token).await })
+    }
+
+    fn put_room(&self, info: &RoomInfo) -> StoreFuture<()> {
+        let this = self.clone();
+        let json = serde_json::to_string(info);
+        let room_id = info.room_id.clone();
+        let ended = info.status == RoomStatus::Ended;
+        Box::pin(async move {
+            let json = json.map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let mut conn = this.conn.clone();
+            let mut pipe = redis::pipe();
+            pipe.set(this.keys.meta(&room_id), json).ignore();
+            if ended {
+                pipe.srem(this.keys.open_rooms(), &room_id).ignore();
+                pipe.expire(this.keys.meta(&room_id), RETENTION.as_secs() as i64).ignore();
+            } else {
+                pipe.sadd(this.keys.open_rooms(), &room_id).ignore();
+            }
+            pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+        })
+    }
+
+    fn room(&self, room_id: &str) -> StoreFuture<Option<RoomInfo>> {
+        let this = self.clone();
+        let room_id = room_id.to_owned();
+        Box::pin(async move {
+            let mut conn = this.conn.clone();
+            let json: Option<String> = conn.get(this.keys.meta(&room_id)).await.map_err(unavailable)?;
+            json.map(|j| serde_json::from_str(&j).map_err(|e| StoreError::Corrupt(e.to_string()))).transpose()
+        })
+    }
+
+    fn open_rooms(&self) -> StoreFuture<Vec<RoomInfo>> {
+        let this = self.clone();
+        Box::pin(async move {
+            let mut conn = this.conn.clone();
+            let ids: Vec<String> = conn.smembers(this.keys.open_rooms()).await.map_err(unavailable)?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                let json: Option<String> = conn.get(this.keys.meta(&id)).await.map_err(unavailable)?;
+                if let Some(info) = json.and_then(|j| serde_json::from_str::<RoomInfo>(&j).ok()) {
+                    if info.status != RoomStatus::Ended {
+                        out.push(info);
+                    }
+                }
+            }
+            Ok(out)
+        })
     }
 
     fn put_snapshot(&self, game_pk: &str, snapshot: Snapshot) -> StoreFuture<()> {

@@ -8,9 +8,11 @@
 //! Timers and bot moves come back as messages and take the same path.
 
 use crate::directory::{Directory, RoomHandle, RoomInfo, RoomStatus, SeatInfo};
-use crate::log::{GameRecord, LogEntry, Snapshot, StartEntry};
+use crate::error::{RebuildError, StoreError};
+use crate::log::{GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use crate::messages::*;
 use crate::metrics::RoomMetrics;
+use crate::rebuild::{rebuild, From};
 use crate::store::RoomStore;
 use crate::wire;
 use actix::prelude::*;
@@ -117,6 +119,9 @@ impl Origin {
 }
 
 const INTERNAL_REASON: &str = "처리하지 못했어요. 다시 시도해 주세요";
+/// After a room is restored on a node, no deadline is enforced for this long, so players
+/// have time to reconnect (`game-engine.md` §4).
+pub const RECOVERY_HOLD_MS: i64 = 30_000;
 /// After a timer input is refused (a game bug), wait this long before trying again.
 const TIMER_RETRY: Duration = Duration::from_secs(1);
 
@@ -144,6 +149,8 @@ pub struct RoomActor<G: Game> {
     last_at: i64,
     /// No deadline is enforced before this (recovery + 30 s).
     hold_until: i64,
+    /// This node's lease token for the room (cluster mode); appends are fenced by it.
+    lease: Option<String>,
 }
 
 impl<G: Game> RoomActor<G> {
@@ -170,7 +177,62 @@ impl<G: Game> RoomActor<G> {
             bot_pending: HashMap::new(),
             last_at: now,
             hold_until: i64::MIN,
+            lease: None,
         }
+    }
+
+    /// Brings a room back on this node from its saved info and, if a game started, its
+    /// log (snapshot + entries): what failover and lazy activation do. No deadline is
+    /// enforced before `now + RECOVERY_HOLD_MS`, and `now` never goes below the last
+    /// logged time.
+    pub fn restore(
+        info: RoomInfo,
+        stored: Option<StoredGame>,
+        deps: RoomDeps,
+        lease: Option<String>,
+    ) -> Result<RoomActor<G>, RebuildError> {
+        let options: G::Options = serde_json::from_value(info.options.clone())
+            .map_err(|e| RebuildError::Entry { seq: 0, message: format!("room options: {e}") })?;
+        let now = deps.clock.now_ms();
+        let seats =
+            info.seats.iter().map(|s| Seat { user: s.user_id.clone(), name: s.name.clone(), bot: s.bot }).collect();
+        let mut actor = RoomActor::<G>::new(
+            RoomSpec {
+                room_id: info.room_id.clone(),
+                options,
+                options_json: info.options.clone(),
+                host: info.host.clone(),
+                host_name: String::new(),
+                grace_sec: info.grace_sec,
+                seed: None,
+            },
+            deps,
+        );
+        actor.seats = seats;
+        actor.created_at = info.created_at;
+        actor.lease = lease;
+        if let Some(stored) = stored {
+            let rebuilt = rebuild::<G>(&stored, From::LatestSnapshot)?;
+            actor.last_at = now.max(rebuilt.last_at);
+            actor.hold_until = actor.last_at + RECOVERY_HOLD_MS;
+            // Everyone is away until they reconnect; their grace starts now.
+            for seat in actor.seats.iter().filter(|s| !s.bot) {
+                actor.disconnected_since.insert(seat.user.clone(), actor.last_at);
+            }
+            let run = Running {
+                game_pk: stored.start.game_pk.clone(),
+                start: stored.start.clone(),
+                state: rebuilt.state,
+                rng: rebuilt.rng,
+                seq: rebuilt.seq,
+                applied: rebuilt.applied,
+            };
+            actor.phase = match G::result(&run.state) {
+                Some(result) => Phase::Ended(run, result),
+                None => Phase::Playing(run),
+            };
+        }
+        Ok(actor)
     }
 
     /// Starts the actor and registers it in the directory.
@@ -266,8 +328,27 @@ impl<G: Game> RoomActor<G> {
     fn publish_info(&mut self) {
         let info = self.info();
         let text: Arc<str> = wire::room_info(&self.id, &info).into();
+        // Saved so that another node can restore the room (cluster mode); the store keeps
+        // the order of writes from one room.
+        let save = self.deps.store.put_room(&info);
+        let room = self.id.clone();
+        actix::spawn(async move {
+            if let Err(e) = save.await {
+                warn!(room = %room, error = %e, "room info not saved");
+            }
+        });
         self.deps.directory.update(info);
         self.send_all(|_| text.clone());
+    }
+
+    /// The lease is lost: tell every watcher to resubscribe (the new owner will answer)
+    /// and stop.
+    fn fenced(&mut self, ctx: &mut Context<Self>) {
+        let text: Arc<str> =
+            wire::error("room_moved", "방이 다른 서버로 옮겨졌어요. 다시 접속해 주세요", Some(&self.id), None).into();
+        self.send_all(|_| text.clone());
+        self.subs.clear();
+        ctx.stop();
     }
 
     fn view_json(&self, state: &G::State, viewer: Option<&PlayerId>, now: i64, full: bool) -> String {
@@ -384,7 +465,10 @@ impl<G: Game> RoomActor<G> {
             input_json,
         };
         let append_started = Instant::now();
-        let fut = self.deps.store.append(&run.game_pk, entry.clone());
+        let fut = match &self.lease {
+            Some(token) => self.deps.store.append_leased(&run.game_pk, entry.clone(), token),
+            None => self.deps.store.append(&run.game_pk, entry.clone()),
+        };
         // Hold the mailbox until the store confirms: nothing is acknowledged or broadcast
         // before it is durable, and no later input overtakes this one.
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
@@ -402,7 +486,13 @@ impl<G: Game> RoomActor<G> {
                         );
                         Self::send(out, text);
                     }
-                    act.rearm(ctx);
+                    if e == StoreError::Fenced {
+                        // Another node owns the room now: this actor must never act again.
+                        warn!(room = %act.id, "fenced: lease lost, room stops here");
+                        act.fenced(ctx);
+                    } else {
+                        act.rearm(ctx);
+                    }
                 }
             }
         }));
@@ -558,7 +648,10 @@ impl<G: Game> RoomActor<G> {
 impl<G: Game> Actor for RoomActor<G> {
     type Context = Context<Self>;
 
-    fn started(&mut self, _ctx: &mut Context<Self>) {
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // A restored game resumes its timers and bots at once.
+        self.rearm(ctx);
+        self.schedule_bots(ctx);
         self.deps.metrics.rooms.inc();
         info!(room = %self.id, game = G::ID, "room opened");
     }

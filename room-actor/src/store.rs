@@ -2,6 +2,7 @@
 //! (embedded single-node mode, tests) here and the Redis store (cluster mode). Both keep
 //! entries bincode-encoded, so the codec runs in every mode.
 
+use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use engine::PlayerId;
@@ -18,6 +19,16 @@ pub trait RoomStore: Send + Sync + 'static {
     fn begin(&self, start: StartEntry) -> StoreFuture<()>;
     /// Appends one entry; `entry.seq` must be exactly one more than the last.
     fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()>;
+    /// Appends as the holder of the room's lease `token`: `Fenced` if the lease is no
+    /// longer ours. Stores without leases (one process) ignore the token.
+    fn append_leased(&self, game_pk: &str, entry: LogEntry, _token: &str) -> StoreFuture<()> {
+        self.append(game_pk, entry)
+    }
+    /// Saves a room's public info (seats, status, game) so another node can restore it.
+    fn put_room(&self, info: &RoomInfo) -> StoreFuture<()>;
+    fn room(&self, room_id: &str) -> StoreFuture<Option<RoomInfo>>;
+    /// Every saved room that has not finished, for listings and failover scans.
+    fn open_rooms(&self) -> StoreFuture<Vec<RoomInfo>>;
     fn put_snapshot(&self, game_pk: &str, snapshot: Snapshot) -> StoreFuture<()>;
     /// The start entry, the latest snapshot and every entry; `None` if unknown (or expired).
     fn load(&self, game_pk: &str) -> StoreFuture<Option<StoredGame>>;
@@ -26,6 +37,11 @@ pub trait RoomStore: Send + Sync + 'static {
     fn record(&self, game_pk: &str) -> StoreFuture<Option<GameRecord>>;
     /// `player`'s finished games, newest first, ended before `before` (epoch ms).
     fn games_of(&self, player: &PlayerId, before: Option<i64>, limit: usize) -> StoreFuture<Vec<GameRecord>>;
+}
+
+#[derive(Default)]
+struct MemRooms {
+    rooms: HashMap<String, RoomInfo>,
 }
 
 #[derive(Default)]
@@ -41,6 +57,7 @@ struct MemGame {
 pub struct MemoryStore {
     // A std Mutex: every operation is a short, non-async critical section.
     games: Arc<Mutex<HashMap<String, MemGame>>>,
+    rooms: Arc<Mutex<MemRooms>>,
 }
 
 impl MemoryStore {
@@ -142,6 +159,35 @@ impl RoomStore for MemoryStore {
             records.truncate(limit);
             Ok(records)
         });
+        Self::ready(result)
+    }
+
+    fn put_room(&self, info: &RoomInfo) -> StoreFuture<()> {
+        let result = match self.rooms.lock() {
+            Ok(mut rooms) => {
+                rooms.rooms.insert(info.room_id.clone(), info.clone());
+                Ok(())
+            }
+            Err(_) => Err(StoreError::Unavailable("memory store poisoned".into())),
+        };
+        Self::ready(result)
+    }
+
+    fn room(&self, room_id: &str) -> StoreFuture<Option<RoomInfo>> {
+        let result = self
+            .rooms
+            .lock()
+            .map(|rooms| rooms.rooms.get(room_id).cloned())
+            .map_err(|_| StoreError::Unavailable("memory store poisoned".into()));
+        Self::ready(result)
+    }
+
+    fn open_rooms(&self) -> StoreFuture<Vec<RoomInfo>> {
+        let result = self
+            .rooms
+            .lock()
+            .map(|rooms| rooms.rooms.values().filter(|r| r.status != RoomStatus::Ended).cloned().collect())
+            .map_err(|_| StoreError::Unavailable("memory store poisoned".into()));
         Self::ready(result)
     }
 }

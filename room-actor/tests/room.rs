@@ -150,3 +150,32 @@ async fn host_controls_bots_and_start_and_seats_are_bounded() {
     let again = room.start.send(Start { user: "alice".into() }).await.unwrap();
     assert_eq!(again.unwrap_err().code, "already_started");
 }
+
+#[actix::test]
+async fn a_restored_room_continues_its_game_and_dedupes_old_retries() {
+    use room_actor::room::RoomActor;
+    use room_actor::RoomStore;
+    let node = Node::new(Clock::System);
+    let (room, pk) = started_tally(&node, json!(10)).await;
+    let mut alice = Client::new(1, "alice");
+    alice.subscribe(&room);
+    for cs in 1..=4 {
+        alice.act(&room, cs, json!({"type": "bump"}));
+        alice.next_of("ack").await;
+    }
+    // The node dies; another actor (as on another node) restores the room from the store.
+    let info = node.store.room("r1").await.unwrap().expect("room info saved");
+    let stored = node.store.load(&pk).await.unwrap().unwrap();
+    let mut other = Node::new(Clock::System);
+    other.deps.store = node.deps.store.clone();
+    let restored = RoomActor::<Tally>::restore(info, Some(stored), other.deps.clone(), None).unwrap().spawn();
+    let mut bob = Client::new(2, "alice");
+    bob.subscribe(&restored);
+    let sync = bob.next_of("sync").await;
+    assert_eq!((sync["seq"].as_u64(), sync["view"]["count"].as_u64()), (Some(4), Some(4)));
+    bob.act(&restored, 3, json!({"type": "bump"}));
+    assert_eq!(bob.next_of("ack").await["seq"], 3, "a retried cs from before the move is not applied again");
+    bob.act(&restored, 5, json!({"type": "bump"}));
+    assert_eq!(bob.next_of("ack").await["seq"], 5);
+    assert_eq!(node.store.load(&pk).await.unwrap().unwrap().entries.len(), 5);
+}

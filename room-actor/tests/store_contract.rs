@@ -107,6 +107,34 @@ async fn contract(store: Arc<dyn RoomStore>) {
     assert_eq!(mine(store.games_of(&"a".into(), None, 1).await.unwrap()), vec![pk2.clone()], "limit");
     assert_eq!(mine(store.games_of(&"b".into(), None, 10).await.unwrap()), vec![pk.clone()]);
     assert!(store.games_of(&"zed".into(), None, 10).await.unwrap().is_empty());
+
+    // Room info: saved, read back, listed while open, unlisted once ended.
+    let mut info = room_info("r_meta");
+    assert_eq!(store.room("r_meta").await.unwrap(), None);
+    store.put_room(&info).await.unwrap();
+    assert_eq!(store.room("r_meta").await.unwrap(), Some(info.clone()));
+    assert!(store.open_rooms().await.unwrap().iter().any(|r| r.room_id == "r_meta"));
+    info.status = room_actor::RoomStatus::Ended;
+    store.put_room(&info).await.unwrap();
+    assert_eq!(store.room("r_meta").await.unwrap().unwrap().status, room_actor::RoomStatus::Ended);
+    assert!(!store.open_rooms().await.unwrap().iter().any(|r| r.room_id == "r_meta"));
+}
+
+fn room_info(id: &str) -> room_actor::RoomInfo {
+    room_actor::RoomInfo {
+        room_id: id.into(),
+        game: "tally".into(),
+        options: serde_json::json!({"target": 10}),
+        host: "a".into(),
+        seats: vec![room_actor::directory::SeatInfo { user_id: "a".into(), name: "에이".into(), bot: false }],
+        status: room_actor::RoomStatus::Waiting,
+        game_pk: None,
+        node: Some("n1".into()),
+        grace_sec: 60,
+        min_players: 1,
+        max_players: 8,
+        created_at: 5,
+    }
 }
 
 #[actix::test]
