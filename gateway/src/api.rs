@@ -8,9 +8,13 @@ use actix_web::{web, HttpResponse};
 use engine::registry;
 use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
+use room_actor::cluster::bus::{Reply, RoomCmd};
+use room_actor::cluster::node::{ClusterNode, Owner};
+use room_actor::messages::GetInfo;
 use room_actor::messages::{LeaveSeat, Start, TakeSeat};
-use room_actor::spawn::{create_room, CreateError, NewRoom};
+use room_actor::spawn::{create_room, initial_info, CreateError, NewRoom};
 use room_actor::RoomStatus;
+use room_actor::{RoomHandle, RoomInfo};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::atomic::Ordering;
@@ -70,6 +74,11 @@ async fn healthz() -> HttpResponse {
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     if state.draining.load(Ordering::Relaxed) {
         return HttpResponse::ServiceUnavailable().json(json!({"status": "draining"}));
+    }
+    if let Some(cluster) = &state.cluster {
+        if !cluster.store.ping().await {
+            return HttpResponse::ServiceUnavailable().json(json!({"status": "store_unreachable"}));
+        }
     }
     HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id}))
 }
@@ -150,10 +159,24 @@ async fn create(state: web::Data<AppState>, user: User, body: web::Json<CreateBo
         grace_sec,
         seed,
     };
-    create_room(new, state.room_deps.clone()).map_err(|e| match e {
+    let refused = |e: CreateError| match e {
         CreateError::UnknownGame(g) => ApiError::bad_request("unknown_game", format!("없는 게임이에요: {g}")),
         CreateError::Options(o) => ApiError::bad_request(o.code(), format!("{} ({o})", o.reason())),
-    })?;
+    };
+    match &state.cluster {
+        None => {
+            create_room(new, state.room_deps.clone()).map_err(refused)?;
+        }
+        Some(cluster) => {
+            if new.seed.is_some() {
+                return Err(ApiError::bad_request("seed_not_allowed", "클러스터 모드에서는 시드를 정할 수 없어요"));
+            }
+            // Saved, then placed: the node rendezvous hashing picks activates it.
+            let info = initial_info(&new, &state.node_id, state.room_deps.clock.now_ms()).map_err(refused)?;
+            state.store.put_room(&info).await.map_err(|_| ApiError::unavailable())?;
+            cluster.locate(&room_id).await.map_err(|_| ApiError::unavailable())?;
+        }
+    }
     Ok(HttpResponse::Ok().json(json!({"roomId": room_id})))
 }
 
@@ -172,11 +195,34 @@ async fn list(state: web::Data<AppState>, _user: User, q: web::Query<ListQuery>)
         Some("ended") => Some(RoomStatus::Ended),
         Some(_) => return Err(ApiError::bad_request("bad_query", "status는 waiting, playing, ended 중 하나예요")),
     };
-    Ok(HttpResponse::Ok().json(state.directory.list(q.game.as_deref().filter(|g| !g.is_empty()), status)))
+    let game = q.game.as_deref().filter(|g| !g.is_empty());
+    if state.cluster.is_some() {
+        let mut rooms: Vec<RoomInfo> = state
+            .store
+            .open_rooms()
+            .await
+            .map_err(|_| ApiError::unavailable())?
+            .into_iter()
+            .filter(|i| game.is_none_or(|g| i.game == g) && status.is_none_or(|s| i.status == s))
+            .collect();
+        rooms.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.room_id.cmp(&b.room_id)));
+        return Ok(HttpResponse::Ok().json(rooms));
+    }
+    Ok(HttpResponse::Ok().json(state.directory.list(game, status)))
 }
 
 async fn get_room(state: web::Data<AppState>, _user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let info = state.directory.info(&path).ok_or_else(ApiError::unknown_room)?;
+    let info = match where_is(&state, &path).await? {
+        Place::Local(room) => serde_json::to_value(room.info.send(GetInfo).await?).unwrap_or_default(),
+        Place::Remote(node) => {
+            let cluster = cluster_of(&state)?;
+            match cluster.request(&node, &path, |req| RoomCmd::Info { req }).await {
+                Reply::Info(json) => serde_json::from_str(&json).map_err(|_| ApiError::unavailable())?,
+                _ => return Err(ApiError::unavailable()),
+            }
+        }
+        Place::Stored(info) => serde_json::to_value(info).unwrap_or_default(),
+    };
     Ok(HttpResponse::Ok().json(info))
 }
 
@@ -200,22 +246,97 @@ async fn sit(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::bad_request("bad_json", format!("요청 형식이 올바르지 않아요 ({e})")))?
     };
-    let room = state.directory.handle(&path).ok_or_else(ApiError::unknown_room)?;
     let bot = body.bot;
-    let info = room.take_seat.send(TakeSeat { user: user.id, name: user.name, bot }).await??;
-    Ok(HttpResponse::Ok().json(info))
+    match where_is(&state, &path).await? {
+        Place::Local(room) => {
+            Ok(HttpResponse::Ok().json(room.take_seat.send(TakeSeat { user: user.id, name: user.name, bot }).await??))
+        }
+        Place::Remote(node) => {
+            let reply = cluster_of(&state)?
+                .request(&node, &path, |req| RoomCmd::TakeSeat {
+                    req,
+                    user: user.id.0.clone(),
+                    name: user.name.clone(),
+                    bot,
+                })
+                .await;
+            info_reply(reply)
+        }
+        Place::Stored(_) => Err(ApiError::unavailable()),
+    }
 }
 
 async fn leave(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let room = state.directory.handle(&path).ok_or_else(ApiError::unknown_room)?;
-    let info = room.leave_seat.send(LeaveSeat { user: user.id }).await??;
-    Ok(HttpResponse::Ok().json(info))
+    match where_is(&state, &path).await? {
+        Place::Local(room) => Ok(HttpResponse::Ok().json(room.leave_seat.send(LeaveSeat { user: user.id }).await??)),
+        Place::Remote(node) => {
+            let reply = cluster_of(&state)?
+                .request(&node, &path, |req| RoomCmd::LeaveSeat { req, user: user.id.0.clone() })
+                .await;
+            info_reply(reply)
+        }
+        Place::Stored(_) => Err(ApiError::unavailable()),
+    }
 }
 
 async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let room = state.directory.handle(&path).ok_or_else(ApiError::unknown_room)?;
-    let game_pk = room.start.send(Start { user: user.id }).await??;
+    let game_pk = match where_is(&state, &path).await? {
+        Place::Local(room) => room.start.send(Start { user: user.id }).await??,
+        Place::Remote(node) => {
+            match cluster_of(&state)?.request(&node, &path, |req| RoomCmd::Start { req, user: user.id.0.clone() }).await
+            {
+                Reply::Start(Ok(pk)) => pk,
+                Reply::Start(Err(e)) => return Err(op_error(e)),
+                _ => return Err(ApiError::unavailable()),
+            }
+        }
+        Place::Stored(_) => return Err(ApiError::unavailable()),
+    };
     Ok(HttpResponse::Ok().json(json!({"gamePk": game_pk})))
+}
+
+/// Where a room is, for HTTP calls.
+enum Place {
+    Local(RoomHandle),
+    Remote(String),
+    /// Known (saved) but no node can take it this moment (a failover in progress).
+    Stored(RoomInfo),
+}
+
+async fn where_is(state: &AppState, room: &str) -> Result<Place, ApiError> {
+    let Some(cluster) = &state.cluster else {
+        return state.directory.handle(room).map(Place::Local).ok_or_else(ApiError::unknown_room);
+    };
+    match cluster.locate(room).await.map_err(|_| ApiError::unavailable())? {
+        Owner::Here(handle) => Ok(Place::Local(handle)),
+        Owner::There(node) => Ok(Place::Remote(node)),
+        Owner::Unknown => state
+            .store
+            .room(room)
+            .await
+            .map_err(|_| ApiError::unavailable())?
+            .map(Place::Stored)
+            .ok_or_else(ApiError::unknown_room),
+    }
+}
+
+fn cluster_of(state: &AppState) -> Result<&std::sync::Arc<ClusterNode>, ApiError> {
+    state.cluster.as_ref().ok_or_else(ApiError::unavailable)
+}
+
+fn op_error(e: room_actor::cluster::bus::OpError) -> ApiError {
+    ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), &e.code, e.reason)
+}
+
+fn info_reply(reply: Reply) -> Result<HttpResponse, ApiError> {
+    match reply {
+        Reply::Seat(Ok(json)) => {
+            let info: serde_json::Value = serde_json::from_str(&json).map_err(|_| ApiError::unavailable())?;
+            Ok(HttpResponse::Ok().json(info))
+        }
+        Reply::Seat(Err(e)) => Err(op_error(e)),
+        _ => Err(ApiError::unavailable()),
+    }
 }
 
 #[derive(Deserialize)]

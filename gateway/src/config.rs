@@ -38,10 +38,23 @@ pub struct Node {
     pub id: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Deserialize)]
 pub struct Redis {
     /// Unset = embedded single-node mode (in-memory store and bus).
     pub url: Option<String>,
+    /// Prefix of every key and bus channel: the nodes of one cluster share it.
+    #[serde(default = "default_prefix")]
+    pub prefix: String,
+}
+
+fn default_prefix() -> String {
+    "roomd".to_owned()
+}
+
+impl Default for Redis {
+    fn default() -> Redis {
+        Redis { url: None, prefix: default_prefix() }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -78,6 +91,8 @@ pub struct Cluster {
     pub lease_ms: u64,
     /// How long a draining node waits before it exits (s).
     pub drain_grace_s: u64,
+    /// Membership heartbeat interval (ms); a node is dead after three missed beats.
+    pub heartbeat_ms: u64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -122,6 +137,7 @@ impl Settings {
             .set_default("log.level", "info")?
             .set_default("cluster.lease_ms", 5000)?
             .set_default("cluster.drain_grace_s", 20)?
+            .set_default("cluster.heartbeat_ms", 1000)?
             .set_default("ws.max_frame_bytes", 64 * 1024)?
             .set_default("ws.rate_per_s", 30)?
             .set_default("ws.burst", 60)?

@@ -20,7 +20,7 @@ fn config_arg() -> Option<String> {
 async fn main() -> anyhow::Result<()> {
     let settings = Settings::load(config_arg().as_deref()).context("reading settings")?;
     gateway::telemetry::init(&settings.log);
-    let running = gateway::server::start(settings).context("starting roomd")?;
+    let running = gateway::server::start_node(settings).await.context("starting roomd")?;
     let mode = if running.state.settings.redis.url.is_some() { "cluster" } else { "embedded single node" };
     tracing::info!(addr = %running.addr, node = %running.state.node_id, mode, "roomd listening");
     println!("roomd listening on http://{} ({mode}, node {})", running.addr, running.state.node_id);

@@ -6,9 +6,11 @@ use crate::{api, ws};
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
+use room_actor::cluster::node::{ClusterConfig, ClusterNode};
 use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
 use room_actor::room::Clock;
+use room_actor::RedisStore;
 use room_actor::{Directory, MemoryStore, RoomDeps, RoomStore};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -46,6 +48,8 @@ pub struct AppState {
     pub directory: Arc<Directory>,
     pub store: Arc<dyn RoomStore>,
     pub room_deps: RoomDeps,
+    /// Cluster mode: this node's membership, leases, placement and bus.
+    pub cluster: Option<Arc<ClusterNode>>,
     pub metrics: GatewayMetrics,
     /// Set on SIGTERM: `/readyz` answers 503 and no rooms are created.
     pub draining: AtomicBool,
@@ -59,14 +63,15 @@ pub struct AppState {
 }
 
 impl AppState {
+    /// The state of an embedded node (in-memory store, no cluster).
     pub fn new(settings: Settings) -> Result<AppState, StartError> {
         if settings.redis.url.is_some() {
-            // Refuse rather than silently run a single node that other nodes cannot see.
-            return Err(StartError::Config(
-                "ROOMD__REDIS__URL is set, but this build has no cluster mode yet; unset it to run one embedded node"
-                    .into(),
-            ));
+            return Err(StartError::Config("ROOMD__REDIS__URL is set: start the node with `start_node`".into()));
         }
+        AppState::build(settings, None)
+    }
+
+    fn build(settings: Settings, redis: Option<RedisStore>) -> Result<AppState, StartError> {
         if settings.redis.url.is_some() && settings.auth.secret == DEV_SECRET {
             return Err(StartError::Config(
                 "cluster mode (ROOMD__REDIS__URL set) needs ROOMD__AUTH__SECRET: the default secret is public".into(),
@@ -88,8 +93,10 @@ impl AppState {
         registry.register(Box::new(sessions.clone()))?;
         registry.register(Box::new(ws_closed_flood.clone()))?;
         registry.register(Box::new(ws_errors.clone()))?;
-        // Embedded mode: the in-memory store. (The Redis store plugs in here.)
-        let store: Arc<dyn RoomStore> = Arc::new(MemoryStore::new());
+        let store: Arc<dyn RoomStore> = match &redis {
+            Some(redis) => Arc::new(redis.clone()),
+            None => Arc::new(MemoryStore::new()),
+        };
         let directory = Arc::new(Directory::new());
         let room_deps = RoomDeps {
             store: store.clone(),
@@ -99,6 +106,22 @@ impl AppState {
             snapshot_every: settings.rooms.snapshot_every,
             clock: Clock::System,
         };
+        let cluster = match (redis, &settings.redis.url) {
+            (Some(redis), Some(url)) => Some(ClusterNode::new(
+                ClusterConfig {
+                    node_id: node_id.clone(),
+                    redis_url: url.clone(),
+                    prefix: settings.redis.prefix.clone(),
+                    lease_ms: settings.cluster.lease_ms,
+                    heartbeat_ms: settings.cluster.heartbeat_ms,
+                },
+                redis,
+                room_deps.clone(),
+            )),
+            _ => None,
+        };
+        // Session ids are unique across nodes: a random high half per process.
+        let session_base = u64::from(uuid::Uuid::new_v4().as_u128() as u32) << 32;
         Ok(AppState {
             auth: Auth::new(&settings.auth.secret, settings.auth.token_ttl_s),
             settings,
@@ -106,9 +129,10 @@ impl AppState {
             directory,
             store,
             room_deps,
+            cluster,
             metrics: GatewayMetrics { registry, sessions, ws_closed_flood, ws_errors },
             draining: AtomicBool::new(false),
-            next_session: AtomicU64::new(1),
+            next_session: AtomicU64::new(session_base + 1),
             sockets: std::sync::Mutex::new(std::collections::HashMap::new()),
             replays: ReplayCache::new(Duration::from_secs(600), 32),
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
@@ -147,11 +171,29 @@ pub struct Running {
     pub state: web::Data<AppState>,
 }
 
-/// Binds and starts serving (call inside an actix system).
+/// Binds and starts an embedded node (call inside an actix system).
 pub fn start(settings: Settings) -> Result<Running, StartError> {
-    let bind = format!("{}:{}", settings.http.bind, settings.http.port);
-    let workers = settings.http.workers;
     let state = web::Data::new(AppState::new(settings)?);
+    serve(state)
+}
+
+/// Starts a node in either mode: with `ROOMD__REDIS__URL` it connects to Redis and joins
+/// the cluster, else it is an embedded node.
+pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
+    let Some(url) = settings.redis.url.clone() else { return start(settings) };
+    let redis = RedisStore::connect(&url, &settings.redis.prefix)
+        .await
+        .map_err(|e| StartError::Config(format!("cannot reach Redis at ROOMD__REDIS__URL: {e}")))?;
+    let state = web::Data::new(AppState::build(settings, Some(redis))?);
+    if let Some(cluster) = &state.cluster {
+        cluster.run();
+    }
+    serve(state)
+}
+
+fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
+    let bind = format!("{}:{}", state.settings.http.bind, state.settings.http.port);
+    let workers = state.settings.http.workers;
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()

@@ -7,11 +7,14 @@
 //! client messages and routes them to rooms. Rooms answer through `ToClient`.
 
 use crate::server::AppState;
+use actix::fut;
 use actix::prelude::*;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
 use engine::PlayerId;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use room_actor::cluster::bus::RoomCmd;
+use room_actor::cluster::node::Owner;
 use room_actor::messages::{Act, RttSample, SessionId, Subscribe, ToClient, Unsubscribe};
 use room_actor::{wire, RoomHandle};
 use serde::Deserialize;
@@ -68,6 +71,7 @@ pub async fn upgrade(
         limiter: RateLimiter::direct(Quota::per_second(rate).allow_burst(burst)),
         over_limit: 0,
         window_start: Instant::now(),
+        me: None,
     };
     let response = ws::WsResponseBuilder::new(session, &req, stream).frame_size(settings.max_frame_bytes).start();
     if response.is_err() {
@@ -91,14 +95,25 @@ pub struct WsSession {
     id: SessionId,
     user: PlayerId,
     state: web::Data<AppState>,
-    /// Rooms this socket watches.
-    rooms: HashMap<String, RoomHandle>,
+    /// Rooms this socket watches or acts in, and where each one is.
+    rooms: HashMap<String, Route>,
     last_seen: Instant,
     ping_sent: Option<Instant>,
     rtt_ema: Option<f64>,
     limiter: DefaultDirectRateLimiter,
     over_limit: u32,
+    /// This session's own address, once started (for answers from spawned tasks).
+    me: Option<Addr<WsSession>>,
     window_start: Instant,
+}
+
+/// Where a room is, as this session last found it.
+#[derive(Clone)]
+enum Route {
+    /// On this node.
+    Local(RoomHandle),
+    /// On another node of the cluster.
+    Remote(String),
 }
 
 /// What a client may send.
@@ -161,8 +176,13 @@ impl WsSession {
         };
         self.rtt_ema = Some(ema);
         let rtt_ms = ema.round().clamp(0.0, f64::from(u32::MAX)) as u32;
-        for room in self.rooms.values() {
-            let _ = room.rtt.try_send(RttSample { user: self.user.clone(), rtt_ms });
+        for (room, route) in &self.rooms {
+            match route {
+                Route::Local(handle) => {
+                    let _ = handle.rtt.try_send(RttSample { user: self.user.clone(), rtt_ms });
+                }
+                Route::Remote(node) => self.tell(node, room, RoomCmd::Rtt { user: self.user.0.clone(), rtt_ms }),
+            }
         }
     }
 
@@ -193,50 +213,137 @@ impl WsSession {
             Err(reason) => return self.send_error(ctx, "bad_message", &reason, None, None),
         };
         match msg {
-            ClientMsg::Sub { room } => {
-                let Some(handle) = self.state.directory.handle(&room) else {
-                    return self.send_error(ctx, "unknown_room", "없는 방이에요", Some(&room), None);
+            ClientMsg::Sub { room } => self.with_route(room, ctx, |act, room, route, ctx| match route {
+                None => act.send_error(ctx, "unknown_room", "없는 방이에요", Some(&room), None),
+                Some(route) => act.subscribe(room, route, ctx),
+            }),
+            ClientMsg::Unsub { room } => match self.rooms.remove(&room) {
+                Some(Route::Local(handle)) => {
+                    let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
+                }
+                Some(Route::Remote(node)) => self.tell(&node, &room, RoomCmd::Unsubscribe { session: self.id.0 }),
+                None => {}
+            },
+            ClientMsg::Act { room, cs, action } => {
+                let Some(action) = action else {
+                    return ctx.text(wire::reject(&room, cs, "bad_action", "행동(`a`)이 없어요"));
                 };
+                self.with_route(room, ctx, move |act, room, route, ctx| match route {
+                    None => {
+                        act.state.metrics.ws_errors.inc();
+                        ctx.text(wire::reject(&room, cs, "unknown_room", "없는 방이에요"));
+                    }
+                    Some(Route::Local(handle)) => {
+                        let out = ctx.address().recipient();
+                        let msg = Act { session: act.id, user: act.user.clone(), cs, action, out, received };
+                        if handle.act.try_send(msg).is_err() {
+                            ctx.text(wire::error(
+                                "room_unavailable",
+                                "잠시 후 같은 요청을 다시 보내 주세요",
+                                Some(&room),
+                                Some(cs),
+                            ));
+                        }
+                    }
+                    Some(Route::Remote(node)) => {
+                        let cmd = RoomCmd::Act {
+                            session: act.id.0,
+                            user: act.user.0.clone(),
+                            cs,
+                            action_json: action.to_string(),
+                        };
+                        act.tell(&node, &room, cmd);
+                    }
+                });
+            }
+        }
+    }
+
+    /// Runs `then` with the room's route: known, found on this node, or (cluster mode)
+    /// looked up in the cluster, holding this session's later messages meanwhile so
+    /// their order is kept.
+    fn with_route<F>(&mut self, room: String, ctx: &mut ws::WebsocketContext<Self>, then: F)
+    where
+        F: FnOnce(&mut Self, String, Option<Route>, &mut ws::WebsocketContext<Self>) + 'static,
+    {
+        if let Some(route) = self.rooms.get(&room).cloned() {
+            return then(self, room, Some(route), ctx);
+        }
+        let Some(cluster) = self.state.cluster.clone() else {
+            let route = self.state.directory.handle(&room).map(Route::Local);
+            return then(self, room, route, ctx);
+        };
+        let lookup = room.clone();
+        ctx.wait(fut::wrap_future(async move { cluster.locate(&lookup).await }).map(
+            move |found, act: &mut Self, ctx| {
+                let route = match found {
+                    Ok(Owner::Here(handle)) => Some(Route::Local(handle)),
+                    Ok(Owner::There(node)) => Some(Route::Remote(node)),
+                    Ok(Owner::Unknown) | Err(_) => None,
+                };
+                then(act, room, route, ctx)
+            },
+        ));
+    }
+
+    fn subscribe(&mut self, room: String, route: Route, ctx: &mut ws::WebsocketContext<Self>) {
+        match &route {
+            Route::Local(handle) => {
                 let out = ctx.address().recipient();
                 let _ = handle.subscribe.try_send(Subscribe { session: self.id, user: self.user.clone(), out });
                 if let Some(rtt) = self.rtt_ema {
                     let _ = handle.rtt.try_send(RttSample { user: self.user.clone(), rtt_ms: rtt.round() as u32 });
                 }
-                self.rooms.insert(room, handle);
             }
-            ClientMsg::Unsub { room } => {
-                if let Some(handle) = self.rooms.remove(&room) {
-                    let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
-                }
+            Route::Remote(node) => {
+                self.tell(node, &room, RoomCmd::Subscribe { session: self.id.0, user: self.user.0.clone() })
             }
-            ClientMsg::Act { room, cs, action } => {
-                let handle = match self.rooms.get(&room).cloned().or_else(|| self.state.directory.handle(&room)) {
-                    Some(h) => h,
-                    None => {
-                        self.state.metrics.ws_errors.inc();
-                        return ctx.text(wire::reject(&room, cs, "unknown_room", "없는 방이에요"));
-                    }
-                };
-                let Some(action) = action else {
-                    return ctx.text(wire::reject(&room, cs, "bad_action", "행동(`a`)이 없어요"));
-                };
-                let act = Act {
-                    session: self.id,
-                    user: self.user.clone(),
-                    cs,
-                    action,
-                    out: ctx.address().recipient(),
-                    received,
-                };
-                if handle.act.try_send(act).is_err() {
-                    ctx.text(wire::error(
-                        "room_unavailable",
-                        "잠시 후 같은 요청을 다시 보내 주세요",
-                        Some(&room),
-                        Some(cs),
-                    ));
-                }
+        }
+        self.rooms.insert(room, route);
+    }
+
+    /// Sends a command to a room on another node, in order with this session's others.
+    /// If nobody listens on that node's channel (it died), the route is dropped.
+    fn tell(&self, node: &str, room: &str, cmd: RoomCmd) {
+        let (Some(cluster), Some(me)) = (self.state.cluster.clone(), self.me.clone()) else { return };
+        let (node, room) = (node.to_owned(), room.to_owned());
+        let cs = match &cmd {
+            RoomCmd::Act { cs, .. } => Some(*cs),
+            _ => None,
+        };
+        actix::spawn(async move {
+            if cluster.tell(&node, &room, cmd).await.is_err() {
+                me.do_send(RouteFailed { room, cs });
             }
+        });
+    }
+
+    /// Every second: rooms watched through another node are checked again, so a session
+    /// follows its room to a new owner after a failover (and gets a fresh `sync`).
+    fn recheck_routes(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+        let Some(cluster) = self.state.cluster.clone() else { return };
+        let remote: Vec<(String, String)> = self
+            .rooms
+            .iter()
+            .filter_map(|(room, route)| match route {
+                Route::Remote(node) => Some((room.clone(), node.clone())),
+                Route::Local(handle) if !handle.subscribe.connected() => Some((room.clone(), String::new())),
+                Route::Local(_) => None,
+            })
+            .collect();
+        for (room, was) in remote {
+            let cluster = cluster.clone();
+            let lookup = room.clone();
+            ctx.spawn(fut::wrap_future(async move { cluster.locate(&lookup).await }).map(
+                move |found, act: &mut Self, ctx| {
+                    let route = match found {
+                        Ok(Owner::Here(handle)) => Route::Local(handle),
+                        Ok(Owner::There(node)) if node != was => Route::Remote(node),
+                        _ => return,
+                    };
+                    act.subscribe(room, route, ctx);
+                },
+            ));
         }
     }
 }
@@ -246,9 +353,14 @@ impl Actor for WsSession {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        self.me = Some(ctx.address());
         self.state.metrics.sessions.inc();
         let interval = Duration::from_secs(self.state.settings.ws.heartbeat_s.max(1));
         ctx.run_interval(interval, |act, ctx| act.heartbeat(ctx));
+        if let Some(cluster) = &self.state.cluster {
+            cluster.register_session(self.id.0, ctx.address().recipient());
+            ctx.run_interval(Duration::from_secs(1), |act, ctx| act.recheck_routes(ctx));
+        }
         let _span = info_span!("session", session_id = self.id.0, user_id = %self.user).entered();
         debug!("socket open");
     }
@@ -256,9 +368,35 @@ impl Actor for WsSession {
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         self.state.metrics.sessions.dec();
         self.state.close_socket(&self.user);
-        for handle in self.rooms.values() {
-            let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
+        if let Some(cluster) = &self.state.cluster {
+            cluster.unregister_session(self.id.0);
         }
+        for (room, route) in std::mem::take(&mut self.rooms) {
+            match route {
+                Route::Local(handle) => {
+                    let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
+                }
+                Route::Remote(node) => self.tell(&node, &room, RoomCmd::Unsubscribe { session: self.id.0 }),
+            }
+        }
+    }
+}
+
+/// A command could not reach the room's node (it is gone, or Redis is): the route is
+/// dropped and the client told to resend.
+#[derive(Message)]
+#[rtype(result = "()")]
+struct RouteFailed {
+    room: String,
+    cs: Option<u64>,
+}
+
+impl Handler<RouteFailed> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, msg: RouteFailed, ctx: &mut Self::Context) {
+        self.rooms.remove(&msg.room);
+        ctx.text(wire::error("room_unavailable", "잠시 후 같은 요청을 다시 보내 주세요", Some(&msg.room), msg.cs));
     }
 }
 
@@ -266,6 +404,15 @@ impl Handler<ToClient> for WsSession {
     type Result = ();
 
     fn handle(&mut self, msg: ToClient, ctx: &mut Self::Context) {
+        // A room that moved (or whose node cannot take actions now) is looked up again
+        // on the client's next message.
+        if msg.text.contains("\"room_moved\"") || msg.text.contains("\"room_unavailable\"") {
+            if let Ok(v) = serde_json::from_str::<Value>(&msg.text) {
+                if let Some(room) = v.get("room").and_then(Value::as_str) {
+                    self.rooms.remove(room);
+                }
+            }
+        }
         ctx.text(msg.text.as_ref());
     }
 }

@@ -1,6 +1,6 @@
 //! Creating a room for a game chosen at run time.
 
-use crate::directory::RoomHandle;
+use crate::directory::{RoomHandle, RoomInfo, RoomStatus, SeatInfo};
 use crate::room::{RoomActor, RoomDeps, RoomSpec};
 use engine::options::{self, OptionsError};
 use engine::registry::{self, GameVisitor};
@@ -48,6 +48,42 @@ impl GameVisitor for SpawnVisitor {
         };
         Ok(RoomActor::<G>::new(spec, self.deps).spawn())
     }
+}
+
+struct DescribeVisitor<'a> {
+    new: &'a NewRoom,
+    node: &'a str,
+    now: i64,
+}
+
+impl GameVisitor for DescribeVisitor<'_> {
+    type Output = Result<RoomInfo, CreateError>;
+
+    fn visit<G: Game>(self) -> Self::Output {
+        let opts = options::parse::<G>(self.new.options.as_ref())?;
+        let range = G::players_for(&opts);
+        Ok(RoomInfo {
+            room_id: self.new.room_id.clone(),
+            game: G::ID.to_owned(),
+            options: serde_json::to_value(&opts).map_err(|e| OptionsError::Decode(e.to_string()))?,
+            host: self.new.host.clone(),
+            seats: vec![SeatInfo { user_id: self.new.host.clone(), name: self.new.host_name.clone(), bot: false }],
+            status: RoomStatus::Waiting,
+            game_pk: None,
+            node: Some(self.node.to_owned()),
+            grace_sec: self.new.grace_sec,
+            min_players: range.min,
+            max_players: range.max,
+            created_at: self.now,
+        })
+    }
+}
+
+/// A new room's info with validated options, without starting it (cluster mode saves
+/// this and lets the node placement picks bring the room to life).
+pub fn initial_info(new: &NewRoom, node: &str, now: i64) -> Result<RoomInfo, CreateError> {
+    registry::visit(&new.game, DescribeVisitor { new, node, now })
+        .unwrap_or_else(|| Err(CreateError::UnknownGame(new.game.clone())))
 }
 
 /// Validates the options and starts the room's actor on the current arbiter.

@@ -1,7 +1,10 @@
 //! Cluster building blocks on Redis: who is alive ([`membership`]), where a room belongs
-//! ([`placement`]), and who may write a room's log ([`lease`]). Routing, failover and
-//! drain are built from these.
+//! ([`placement`]), who may write a room's log ([`lease`]), how nodes talk ([`bus`],
+//! [`outbox`]), and the node that ties them together ([`node`]).
 
+pub mod bus;
 pub mod lease;
 pub mod membership;
+pub mod node;
+pub mod outbox;
 pub mod placement;
