@@ -24,6 +24,32 @@ async fn main() -> anyhow::Result<()> {
     let mode = if running.state.settings.redis.url.is_some() { "cluster" } else { "embedded single node" };
     tracing::info!(addr = %running.addr, node = %running.state.node_id, mode, "roomd listening");
     println!("roomd listening on http://{} ({mode}, node {})", running.addr, running.state.node_id);
-    running.server.await.context("serving")?;
+    let server = running.server;
+    let handle = server.handle();
+    let state = running.state.clone();
+    actix_web::rt::spawn(async move {
+        let signal = wait_for_signal().await;
+        tracing::info!(signal, "draining");
+        gateway::server::drain(&state).await;
+        handle.stop(true).await;
+    });
+    server.await.context("serving")?;
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// SIGTERM (orchestrators) or SIGINT (Ctrl-C), whichever comes first.
+async fn wait_for_signal() -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return "SIGINT";
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+    }
 }

@@ -54,6 +54,8 @@ pub struct AppState {
     /// Set on SIGTERM: `/readyz` answers 503 and no rooms are created.
     pub draining: AtomicBool,
     pub next_session: AtomicU64,
+    /// Every open WebSocket session (drain closes them with 1012).
+    pub live_sessions: std::sync::Mutex<std::collections::HashMap<u64, actix::Addr<crate::ws::WsSession>>>,
     /// Open sockets per user (the per-user cap).
     pub sockets: std::sync::Mutex<std::collections::HashMap<engine::PlayerId, usize>>,
     /// Rebuilt replays (10 minutes, 32 entries).
@@ -134,6 +136,7 @@ impl AppState {
             draining: AtomicBool::new(false),
             next_session: AtomicU64::new(session_base + 1),
             sockets: std::sync::Mutex::new(std::collections::HashMap::new()),
+            live_sessions: std::sync::Mutex::new(std::collections::HashMap::new()),
             replays: ReplayCache::new(Duration::from_secs(600), 32),
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
         })
@@ -203,6 +206,8 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
             .configure(api::routes)
             .route("/ws", web::get().to(ws::upgrade))
     })
+    // Signals are ours (`drain`), so a SIGTERM hands rooms over before the server stops.
+    .disable_signals()
     .shutdown_timeout(5);
     if workers > 0 {
         server = server.workers(workers);
@@ -211,4 +216,26 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     let addr =
         server.addrs().first().copied().ok_or_else(|| StartError::Config(format!("no address bound for {bind}")))?;
     Ok(Running { server: server.run(), addr, state })
+}
+
+/// Drains the node (SIGTERM): `/readyz` goes false and no rooms are created; in cluster
+/// mode every room is handed over after its last append; sockets are closed with 1012
+/// so clients reconnect elsewhere; returns when they are gone or the grace is over.
+pub async fn drain(state: &AppState) {
+    state.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(cluster) = &state.cluster {
+        cluster.hand_over_all().await;
+    }
+    let sessions: Vec<actix::Addr<crate::ws::WsSession>> =
+        state.live_sessions.lock().map(|l| l.values().cloned().collect()).unwrap_or_default();
+    for session in sessions {
+        session.do_send(crate::ws::Drain);
+    }
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(state.settings.cluster.drain_grace_s);
+    while tokio::time::Instant::now() < deadline && state.live_sessions.lock().map(|l| !l.is_empty()).unwrap_or(false) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    if let Some(cluster) = &state.cluster {
+        cluster.leave().await;
+    }
 }

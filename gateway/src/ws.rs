@@ -354,6 +354,9 @@ impl Actor for WsSession {
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
         self.me = Some(ctx.address());
+        if let Ok(mut live) = self.state.live_sessions.lock() {
+            live.insert(self.id.0, ctx.address());
+        }
         self.state.metrics.sessions.inc();
         let interval = Duration::from_secs(self.state.settings.ws.heartbeat_s.max(1));
         ctx.run_interval(interval, |act, ctx| act.heartbeat(ctx));
@@ -368,6 +371,9 @@ impl Actor for WsSession {
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         self.state.metrics.sessions.dec();
         self.state.close_socket(&self.user);
+        if let Ok(mut live) = self.state.live_sessions.lock() {
+            live.remove(&self.id.0);
+        }
         if let Some(cluster) = &self.state.cluster {
             cluster.unregister_session(self.id.0);
         }
@@ -379,6 +385,20 @@ impl Actor for WsSession {
                 Route::Remote(node) => self.tell(&node, &room, RoomCmd::Unsubscribe { session: self.id.0 }),
             }
         }
+    }
+}
+
+/// The node drains: close with 1012 so the client reconnects (to another node).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain;
+
+impl Handler<Drain> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Drain, ctx: &mut Self::Context) {
+        ctx.close(Some(ws::CloseReason { code: ws::CloseCode::Restart, description: Some("node draining".into()) }));
+        ctx.stop();
     }
 }
 

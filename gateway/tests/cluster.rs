@@ -32,13 +32,17 @@ impl Node {
             .env("ROOMD__CLUSTER__LEASE_MS", "1500")
             .env("ROOMD__CLUSTER__HEARTBEAT_MS", "300")
             .env("ROOMD__LOG__LEVEL", "warn")
+            .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .expect("roomd starts");
         let stdout = child.stdout.take().unwrap();
+        let mut reader = BufReader::new(stdout);
         let mut line = String::new();
-        BufReader::new(stdout).read_line(&mut line).unwrap();
+        reader.read_line(&mut line).unwrap();
+        // Keep reading the node's output so its logging never hits a closed pipe.
+        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
         let addr = line
             .split("http://")
             .nth(1)
@@ -236,4 +240,133 @@ async fn sigkill_of_the_owner_loses_no_acknowledged_action() {
         .await
         .unwrap();
     assert_ne!(info["node"], "fc");
+}
+
+fn signal(node: &Node, sig: &str) {
+    let status = Command::new("kill").arg(format!("-{sig}")).arg(node.child.id().to_string()).status().unwrap();
+    assert!(status.success(), "kill -{sig}");
+}
+
+/// Creates tally rooms through `via` until one is owned by `owner`; returns its id.
+async fn room_on(http: &reqwest::Client, via: &Node, host: &str, other: (&Node, &str), owner: &str) -> String {
+    for _ in 0..16 {
+        let (room, at) = tally_room(http, via, host, &[other], json!(null)).await;
+        if at == owner {
+            return room;
+        }
+    }
+    panic!("no room landed on {owner}");
+}
+
+#[tokio::test]
+async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() {
+    let prefix = prefix();
+    let mut nodes = [Node::start("da", &prefix), Node::start("db", &prefix), Node::start("dc", &prefix)];
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "dc").await;
+    let mut a = connect(&nodes[0], &alice).await;
+    let mut on_drained = connect(&nodes[2], &bob).await;
+    send(&mut a, json!({"t": "sub", "room": room})).await;
+    send(&mut on_drained, json!({"t": "sub", "room": room})).await;
+    next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
+    next_where(&mut on_drained, 10, |v| v["t"] == "sync").await.expect("sync on dc");
+    for cs in 1..=3u64 {
+        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        next_where(&mut a, 10, |v| v["t"] == "ack").await.expect("ack");
+    }
+    signal(&nodes[2], "TERM");
+    // bob's socket on the draining node is closed with 1012 (service restart).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut close_code = None;
+    while let Ok(Some(msg)) = tokio::time::timeout_at(deadline, on_drained.next()).await {
+        if let Ok(Message::Close(Some(frame))) = msg {
+            close_code = Some(u16::from(frame.code));
+            break;
+        }
+    }
+    assert_eq!(close_code, Some(1012));
+    // alice, on another node, continues in the same room: nothing acknowledged is lost.
+    let mut resumed = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while resumed.is_none() && tokio::time::Instant::now() < deadline {
+        send(&mut a, json!({"t": "act", "room": room, "cs": 4, "a": {"type": "bump"}})).await;
+        resumed = next_where(&mut a, 1, |v| v["t"] == "ack" && v["cs"] == 4).await;
+    }
+    assert_eq!(resumed.expect("room continues elsewhere")["seq"], 4);
+    // The drained process exits by itself within its grace.
+    let exit_deadline = std::time::Instant::now() + Duration::from_secs(25);
+    loop {
+        if nodes[2].child.try_wait().unwrap().is_some() {
+            break;
+        }
+        assert!(std::time::Instant::now() < exit_deadline, "drained node did not exit");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let info: Value = http
+        .get(format!("{}/api/rooms/{room}", nodes[1].base))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_ne!(info["node"], "dc");
+}
+
+#[tokio::test]
+async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
+    let prefix = prefix();
+    let nodes = [Node::start("sa", &prefix), Node::start("sb", &prefix), Node::start("sc", &prefix)];
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "sc").await;
+    let mut a = connect(&nodes[0], &alice).await;
+    send(&mut a, json!({"t": "sub", "room": room})).await;
+    next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
+    for cs in 1..=3u64 {
+        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        next_where(&mut a, 10, |v| v["t"] == "ack").await.expect("ack");
+    }
+    // Freeze the owner past its lease: another node takes the room.
+    signal(&nodes[2], "STOP");
+    let mut seen: std::collections::BTreeMap<u64, Value> = std::collections::BTreeMap::new();
+    let mut resumed = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while resumed.is_none() && tokio::time::Instant::now() < deadline {
+        send(&mut a, json!({"t": "act", "room": room, "cs": 4, "a": {"type": "bump"}})).await;
+        resumed = next_where(&mut a, 1, |v| v["t"] == "ack" && v["cs"] == 4).await;
+    }
+    assert_eq!(resumed.expect("another node took the room")["seq"], 4);
+    // Wake the old owner. It still believes it owns the room and may try to act on the
+    // commands queued for it; its appends are fenced, so nothing it does reaches alice.
+    signal(&nodes[2], "CONT");
+    for cs in 5..=8u64 {
+        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let msg = next_where(&mut a, 10, |_| true).await.expect("answer");
+            if msg["t"] == "update" {
+                let seq = msg["seq"].as_u64().unwrap();
+                if let Some(before) = seen.insert(seq, msg["view"]["count"].clone()) {
+                    assert_eq!(before, msg["view"]["count"], "two different updates for seq {seq}");
+                }
+                assert_eq!(msg["view"]["count"].as_u64(), Some(seq), "one history: count equals seq");
+            }
+            if msg["t"] == "ack" && msg["cs"] == cs {
+                assert_eq!(msg["seq"], cs, "acks follow one history");
+                break;
+            }
+            if msg["t"] == "error" {
+                // A fenced old owner or a moving room: resend the same cs.
+                send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "cs {cs} never acknowledged");
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! The rooms this node knows: their public info (for listings) and their addresses.
 //! Each room actor keeps its own entry up to date; the gateway only reads.
 
-use crate::messages::{Act, GetInfo, LeaveSeat, RttSample, Start, Subscribe, TakeSeat, Unsubscribe};
+use crate::messages::{Act, GetInfo, Handover, LeaveSeat, RttSample, Start, Subscribe, TakeSeat, Unsubscribe};
 use actix::prelude::*;
 use engine::PlayerId;
 use serde::{Deserialize, Serialize};
@@ -57,6 +57,7 @@ pub struct RoomHandle {
     pub take_seat: Recipient<TakeSeat>,
     pub leave_seat: Recipient<LeaveSeat>,
     pub start: Recipient<Start>,
+    pub handover: Recipient<Handover>,
 }
 
 struct Entry {
@@ -124,6 +125,11 @@ impl Directory {
             .read()
             .map(|r| r.values().filter(|e| &e.info.host == host && e.info.status != RoomStatus::Ended).count())
             .unwrap_or(0)
+    }
+
+    /// Every room's id and handle (drain hands them all over).
+    pub fn handles(&self) -> Vec<(String, RoomHandle)> {
+        self.rooms.read().map(|r| r.iter().map(|(id, e)| (id.clone(), e.handle.clone())).collect()).unwrap_or_default()
     }
 
     pub fn len(&self) -> usize {

@@ -103,6 +103,12 @@ pub struct Start {
     pub user: PlayerId,
 }
 
+/// The node is draining: finish the current input, then stop so another node can take
+/// the room from its log (the caller releases the lease after this answers).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Handover;
+
 /// Internal: the room's single timer fired.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -248,7 +248,8 @@ impl<G: Game> RoomActor<G> {
             info: addr.clone().recipient(),
             take_seat: addr.clone().recipient(),
             leave_seat: addr.clone().recipient(),
-            start: addr.recipient(),
+            start: addr.clone().recipient(),
+            handover: addr.recipient(),
         };
         directory.insert(info, handle.clone());
         handle
@@ -907,6 +908,20 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
             act.schedule_bots(ctx);
             Ok(game_pk)
         }))
+    }
+}
+
+impl<G: Game> Handler<Handover> for RoomActor<G> {
+    type Result = ();
+
+    fn handle(&mut self, _msg: Handover, ctx: &mut Context<Self>) {
+        // Every earlier input is already stored (appends hold the mailbox), so the log is
+        // complete: whoever takes the room next rebuilds exactly this state.
+        let text: Arc<str> =
+            wire::error("room_moved", "방이 다른 서버로 옮겨져요. 다시 접속해 주세요", Some(&self.id), None).into();
+        self.send_all(|_| text.clone());
+        self.subs.clear();
+        ctx.stop();
     }
 }
 

@@ -441,6 +441,36 @@ impl ClusterNode {
         });
     }
 
+    /// Drain: stop taking rooms, then hand each room over after its last append and
+    /// release its lease, so the nodes placement picks next restore them at once.
+    pub async fn hand_over_all(self: &Arc<Self>) {
+        self.draining.store(true, Ordering::Relaxed);
+        if let Err(e) = self.members.heartbeat(self.id(), true, self.now_ms()).await {
+            warn!(error = %e, "draining heartbeat failed");
+        }
+        let held: Vec<(String, String)> =
+            self.held.lock().map(|h| h.iter().map(|(r, t)| (r.clone(), t.clone())).collect()).unwrap_or_default();
+        for (room, token) in held {
+            if let Some(handle) = self.deps.directory.handle(&room) {
+                let _ = handle.handover.send(crate::messages::Handover).await;
+            }
+            if let Err(e) = self.leases.release(&room, &token).await {
+                warn!(room = %room, error = %e, "lease not released; it will expire");
+            }
+            if let Ok(mut h) = self.held.lock() {
+                h.remove(&room);
+            }
+        }
+        info!(node = self.id(), "all rooms handed over");
+    }
+
+    /// Leaves the membership at once (after a drain).
+    pub async fn leave(&self) {
+        if let Err(e) = self.members.leave(self.id()).await {
+            warn!(error = %e, "leave failed; the heartbeat will expire");
+        }
+    }
+
     /// Claims every open room that has no owner and that placement gives to this node,
     /// including rooms nobody is talking to (their timers must keep running).
     async fn scan_orphans(self: &Arc<Self>) -> Result<(), StoreError> {
