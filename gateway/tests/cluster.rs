@@ -22,11 +22,15 @@ struct Node {
 impl Node {
     fn start(id: &str, prefix: &str) -> Node {
         let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
+        Node::start_with(id, prefix, &url)
+    }
+
+    fn start_with(id: &str, prefix: &str, url: &str) -> Node {
         let mut child = Command::new(env!("CARGO_BIN_EXE_roomd"))
             .env("ROOMD__HTTP__PORT", "0")
             .env("ROOMD__HTTP__WORKERS", "1")
             .env("ROOMD__NODE__ID", id)
-            .env("ROOMD__REDIS__URL", &url)
+            .env("ROOMD__REDIS__URL", url)
             .env("ROOMD__REDIS__PREFIX", prefix)
             .env("ROOMD__AUTH__SECRET", SECRET)
             .env("ROOMD__CLUSTER__LEASE_MS", "1500")
@@ -369,4 +373,96 @@ async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
             assert!(tokio::time::Instant::now() < deadline, "cs {cs} never acknowledged");
         }
     }
+}
+
+/// A Redis of the test's own, with AOF fsync on every write, so it can be restarted.
+struct OwnRedis {
+    child: Child,
+    port: u16,
+    dir: std::path::PathBuf,
+}
+
+impl OwnRedis {
+    fn start(port: u16, dir: &std::path::Path) -> OwnRedis {
+        let child = Command::new("redis-server")
+            .args([
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                &port.to_string(),
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+            ])
+            .args(["--save", "", "--dir", dir.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (./scripts/test installs it)");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "redis-server did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        OwnRedis { child, port, dir: dir.to_owned() }
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        self.stop();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test]
+async fn a_redis_restart_pauses_rooms_and_loses_no_acknowledged_action() {
+    let dir = std::env::temp_dir().join(format!("roomd-aof-{}", engine::Seed::from_os().unwrap().to_hex()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let mut redis = OwnRedis::start(port, &dir);
+    let url = format!("redis://127.0.0.1:{}/", redis.port);
+    let nodes = [Node::start_with("ra", "roomd-aof", &url), Node::start_with("rb", "roomd-aof", &url)];
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let (room, _) = tally_room(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(null)).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    send(&mut a, json!({"t": "sub", "room": room})).await;
+    next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
+    for cs in 1..=3u64 {
+        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        next_where(&mut a, 10, |v| v["t"] == "ack").await.expect("ack");
+    }
+
+    redis.stop();
+    // The store is unreachable: readiness says so, and an action is not acknowledged.
+    let ready = http.get(format!("{}/readyz", nodes[0].base)).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
+    send(&mut a, json!({"t": "act", "room": room, "cs": 4, "a": {"type": "bump"}})).await;
+    assert!(next_where(&mut a, 2, |v| v["t"] == "ack" && v["cs"] == 4).await.is_none(), "acked without a store");
+
+    let _redis = OwnRedis::start(port, &dir);
+    let mut acked = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while acked.is_none() && tokio::time::Instant::now() < deadline {
+        send(&mut a, json!({"t": "act", "room": room, "cs": 4, "a": {"type": "bump"}})).await;
+        acked = next_where(&mut a, 1, |v| v["t"] == "ack" && v["cs"] == 4).await;
+    }
+    assert_eq!(
+        acked.expect("the room continues after Redis is back")["seq"],
+        4,
+        "the three acknowledged bumps survived"
+    );
+    assert_eq!(http.get(format!("{}/readyz", nodes[0].base)).send().await.unwrap().status(), 200);
 }
