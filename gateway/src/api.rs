@@ -79,6 +79,8 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         if !cluster.store.ping().await {
             return HttpResponse::ServiceUnavailable().json(json!({"status": "store_unreachable"}));
         }
+        let live = cluster.members.live(state.room_deps.clock.now_ms()).await.map(|m| m.len()).unwrap_or(0);
+        return HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id, "liveNodes": live}));
     }
     HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id}))
 }

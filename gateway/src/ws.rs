@@ -65,6 +65,7 @@ pub async fn upgrade(
         user: user.clone(),
         state: state.clone(),
         rooms: HashMap::new(),
+        watching: std::collections::HashSet::new(),
         last_seen: Instant::now(),
         ping_sent: None,
         rtt_ema: None,
@@ -95,8 +96,11 @@ pub struct WsSession {
     id: SessionId,
     user: PlayerId,
     state: web::Data<AppState>,
-    /// Rooms this socket watches or acts in, and where each one is.
+    /// Where each room this socket watches or acts in is (a cache: dropped when a room
+    /// moves, looked up again on the next message or route check).
     rooms: HashMap<String, Route>,
+    /// Rooms the client subscribed to: they are subscribed again wherever they move.
+    watching: std::collections::HashSet<String>,
     last_seen: Instant,
     ping_sent: Option<Instant>,
     rtt_ema: Option<f64>,
@@ -213,22 +217,27 @@ impl WsSession {
             Err(reason) => return self.send_error(ctx, "bad_message", &reason, None, None),
         };
         match msg {
-            ClientMsg::Sub { room } => self.with_route(room, ctx, |act, room, route, ctx| match route {
+            ClientMsg::Sub { room } => self.with_route(room, ctx, |act, room, route, resubscribed, ctx| match route {
                 None => act.send_error(ctx, "unknown_room", "없는 방이에요", Some(&room), None),
+                // Found again after a move: `with_route` has just subscribed (and the
+                // room answers with a sync), so once is enough.
+                Some(_) if resubscribed => {}
                 Some(route) => act.subscribe(room, route, ctx),
             }),
-            ClientMsg::Unsub { room } => match self.rooms.remove(&room) {
-                Some(Route::Local(handle)) => {
-                    let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
+            ClientMsg::Unsub { room } => {
+                match self.watching.remove(&room).then(|| self.rooms.remove(&room)).flatten() {
+                    Some(Route::Local(handle)) => {
+                        let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
+                    }
+                    Some(Route::Remote(node)) => self.tell(&node, &room, RoomCmd::Unsubscribe { session: self.id.0 }),
+                    None => {}
                 }
-                Some(Route::Remote(node)) => self.tell(&node, &room, RoomCmd::Unsubscribe { session: self.id.0 }),
-                None => {}
-            },
+            }
             ClientMsg::Act { room, cs, action } => {
                 let Some(action) = action else {
                     return ctx.text(wire::reject(&room, cs, "bad_action", "행동(`a`)이 없어요"));
                 };
-                self.with_route(room, ctx, move |act, room, route, ctx| match route {
+                self.with_route(room, ctx, move |act, room, route, _, ctx| match route {
                     None => {
                         act.state.metrics.ws_errors.inc();
                         ctx.text(wire::reject(&room, cs, "unknown_room", "없는 방이에요"));
@@ -262,16 +271,17 @@ impl WsSession {
     /// Runs `then` with the room's route: known, found on this node, or (cluster mode)
     /// looked up in the cluster, holding this session's later messages meanwhile so
     /// their order is kept.
+    /// `then` learns whether the lookup re-subscribed a watched room that had moved.
     fn with_route<F>(&mut self, room: String, ctx: &mut ws::WebsocketContext<Self>, then: F)
     where
-        F: FnOnce(&mut Self, String, Option<Route>, &mut ws::WebsocketContext<Self>) + 'static,
+        F: FnOnce(&mut Self, String, Option<Route>, bool, &mut ws::WebsocketContext<Self>) + 'static,
     {
         if let Some(route) = self.rooms.get(&room).cloned() {
-            return then(self, room, Some(route), ctx);
+            return then(self, room, Some(route), false, ctx);
         }
         let Some(cluster) = self.state.cluster.clone() else {
             let route = self.state.directory.handle(&room).map(Route::Local);
-            return then(self, room, route, ctx);
+            return then(self, room, route, false, ctx);
         };
         let lookup = room.clone();
         ctx.wait(fut::wrap_future(async move { cluster.locate(&lookup).await }).map(
@@ -281,7 +291,15 @@ impl WsSession {
                     Ok(Owner::There(node)) => Some(Route::Remote(node)),
                     Ok(Owner::Unknown) | Err(_) => None,
                 };
-                then(act, room, route, ctx)
+                // A watched room found again (it moved): watch it at its new place.
+                let mut resubscribed = false;
+                if let Some(found) = &route {
+                    if act.watching.contains(&room) && !act.rooms.contains_key(&room) {
+                        act.subscribe(room.clone(), found.clone(), ctx);
+                        resubscribed = true;
+                    }
+                }
+                then(act, room, route, resubscribed, ctx)
             },
         ));
     }
@@ -299,6 +317,7 @@ impl WsSession {
                 self.tell(node, &room, RoomCmd::Subscribe { session: self.id.0, user: self.user.0.clone() })
             }
         }
+        self.watching.insert(room.clone());
         self.rooms.insert(room, route);
     }
 
@@ -322,7 +341,7 @@ impl WsSession {
     /// follows its room to a new owner after a failover (and gets a fresh `sync`).
     fn recheck_routes(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
         let Some(cluster) = self.state.cluster.clone() else { return };
-        let remote: Vec<(String, String)> = self
+        let mut remote: Vec<(String, String)> = self
             .rooms
             .iter()
             .filter_map(|(room, route)| match route {
@@ -331,6 +350,8 @@ impl WsSession {
                 Route::Local(_) => None,
             })
             .collect();
+        remote
+            .extend(self.watching.iter().filter(|r| !self.rooms.contains_key(*r)).map(|r| (r.clone(), String::new())));
         for (room, was) in remote {
             let cluster = cluster.clone();
             let lookup = room.clone();
