@@ -28,6 +28,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
         .route("/metrics", web::get().to(metrics))
+        .configure(crate::web::routes)
         .service(
             web::scope("/api")
                 .route("/session", web::post().to(create_session))

@@ -12,6 +12,7 @@
 //! - [`auth`]: HS256 bearer tokens.
 //! - [`error`]: the `{"code","reason"}` error shape.
 //! - [`telemetry`]: logging setup.
+//! - [`web`]: the browser client's files (`static/`), embedded in the binary.
 
 pub mod api;
 pub mod auth;
@@ -20,4 +21,5 @@ pub mod error;
 pub mod replay;
 pub mod server;
 pub mod telemetry;
+pub mod web;
 pub mod ws;

@@ -1,0 +1,359 @@
+// Browser tests of the roomd web client: headless Debian Chromium (playwright-core)
+// against a real roomd on a free loopback port. Usage: node test.mjs /path/to/roomd
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import assert from 'node:assert/strict';
+
+const ROOMD = process.argv[2];
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const SHOTS = path.join(path.dirname(new URL(import.meta.url).pathname), 'screenshots');
+const PHONE = { width: 390, height: 844 };
+mkdirSync(SHOTS, { recursive: true });
+
+// ---- roomd ---------------------------------------------------------------------------
+
+function startRoomd() {
+  const env = { ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json' };
+  delete env.ROOMD__REDIS__URL; // embedded single-node mode: no Redis needed
+  const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`roomd did not print its address in 20 s:\n${log}`)), 20000);
+    const onData = (buf) => {
+      log += buf.toString();
+      const m = log.match(/roomd listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) { clearTimeout(timer); resolve({ child, base: m[1], log: () => log }); }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`roomd exited (${code}) before listening:\n${log}`)); });
+  });
+}
+
+// ---- helpers -------------------------------------------------------------------------
+
+let browser;
+let base;
+const contexts = [];
+
+async function newPage() {
+  const ctx = await browser.newContext({ viewport: PHONE, deviceScaleFactor: 1, locale: 'ko-KR' });
+  contexts.push(ctx);
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(15000);
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(String(e)));
+  page.on('console', (m) => { if (m.type() === 'error') page.errors.push(m.text()); });
+  return page;
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
+}
+
+async function login(page, name, shotName) {
+  await page.goto(base + '/');
+  await page.fill('#name', name);
+  if (shotName) await shot(page, shotName);
+  await page.click('#login');
+  await page.waitForSelector('#create');
+}
+
+/** The current room view the page shows (null before the first sync). */
+const view = (page) => page.evaluate(() => window.__roomd.screen?.view ?? null);
+const roomResult = (page) => page.evaluate(() => window.__roomd.screen?.result ?? null);
+
+async function until(what, fn, ms = 15000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function createRoom(page, game, options) {
+  await page.selectOption('#game', game);
+  for (const [k, v] of Object.entries(options)) await page.selectOption(`select[data-key="${k}"]`, JSON.stringify(v));
+  await page.click('#create');
+  await page.waitForSelector('#seats');
+  return page.evaluate(() => window.__roomd.screen.room);
+}
+
+async function addBotsAndStart(page, n, shotName) {
+  for (let i = 0; i < n; i++) {
+    const before = await page.locator('#seats li').count();
+    await page.click('#add-bot');
+    await page.waitForFunction((c) => document.querySelectorAll('#seats li').length === c, before + 1);
+  }
+  if (shotName) await shot(page, shotName);
+  await page.click('#start');
+  await page.waitForSelector('#board');
+}
+
+function fiveOnTable(v) {
+  const t = {};
+  for (const p of Object.values(v.players)) if (p.top && p.active) t[p.top.fruit] = (t[p.top.fruit] || 0) + p.top.count;
+  return Object.values(t).includes(5);
+}
+
+// ---- tests ---------------------------------------------------------------------------
+
+const state = {};
+
+async function halliGalli() {
+  const page = await newPage();
+  await login(page, '도윤', '01-login');
+  await shot(page, '02-lobby');
+  // Options that end fast: one-on-one with a bot, a wrong ring loses at once, no lock.
+  const room = await createRoom(page, 'halli-galli', { duelWrongLoses: true, wrongRingLockoutMs: 0, flipGuardMs: 400 });
+  await addBotsAndStart(page, 1, '03-hg-waiting-room');
+  await until('playing', async () => (await view(page))?.phase === 'playing', 15000);
+
+  // The bell is the only ring target and big: ≥ 40% of the width (min 120 px).
+  const bell = await page.locator('#bell').boundingBox();
+  assert.ok(bell.width >= Math.max(120, PHONE.width * 0.4), `bell is ${bell.width}px wide`);
+  assert.equal(await page.locator('.hg-seat').count(), 2);
+
+  // Flip by keyboard (Enter) on my turn, then by clicking on my next turn.
+  for (const how of ['key', 'click']) {
+    const v0 = await until('my turn', async () => { const v = await view(page); return v?.canFlip && v; }, 15000);
+    if (how === 'key') await page.keyboard.press('Enter'); else await page.click('#flip');
+    await until(`my ${how} flip to land`, async () => (await view(page)).tableVersion > v0.tableVersion, 5000);
+  }
+  await shot(page, '04-hg-board');
+
+  // Spectate from a second browser: the lobby lists the running room.
+  const spec = await newPage();
+  await login(spec, '관전자');
+  await spec.click(`#playing-rooms li[data-room="${room}"] button`);
+  await spec.waitForSelector('#spectating');
+  await spec.waitForSelector('.hg-seat[data-player]');
+  assert.equal(await spec.locator('.hg-seat').count(), 2);
+  assert.ok(await spec.locator('#bell').isDisabled(), 'a spectator cannot ring');
+  assert.equal(await spec.locator('#flip').count(), 0, 'a spectator has no flip button');
+  await shot(spec, '05-hg-spectator');
+
+  // Reload mid-game: the page comes back to the same game and can still act.
+  await page.reload();
+  await page.waitForSelector('.hg-seat[data-player]');
+  const after = await until('view after reload', () => view(page));
+  assert.equal(after.phase, 'playing');
+  const vt = await until('my turn after reload', async () => { const v = await view(page); return v?.canFlip && v; }, 15000);
+  await page.keyboard.press('Enter');
+  await until('flip after reload', async () => (await view(page)).tableVersion > vt.tableVersion, 5000);
+  await shot(page, '06-hg-after-reload');
+
+  // Ring wrongly on purpose (Space, then clicks) until the duel is lost: the game ends.
+  let rings = 0;
+  await until('the game to end', async () => {
+    if (await roomResult(page)) return true;
+    const v = await view(page);
+    if (!v || v.phase !== 'playing' || fiveOnTable(v) || !(await page.locator('#bell').isEnabled())) return false;
+    if (rings++ % 2 === 0) await page.keyboard.press('Space'); else await page.click('#bell', { timeout: 1000 }).catch(() => {});
+    await page.waitForTimeout(150);
+    return false;
+  }, 40000);
+  await page.waitForSelector('#result');
+  assert.equal(await page.locator('#ranking li').count(), 2);
+  const summary = await page.textContent('#summary');
+  assert.ok(summary.length > 0 && !/\b(u|bot)_[0-9a-z_]+/.test(summary), `the summary names players: ${summary}`);
+  await page.waitForTimeout(200);
+  await shot(page, '07-hg-result');
+  // The spectator sees the end too.
+  await spec.waitForSelector('#result');
+
+  // Replay: first / previous / next / last, slider and keys.
+  await page.click('#to-replay');
+  await page.waitForSelector('#rp-label');
+  const label = () => page.textContent('#rp-label');
+  assert.match(await label(), /^1번째 \/ 전체 \d+번$/);
+  const total = Number((await label()).match(/전체 (\d+)번/)[1]);
+  assert.ok(total > 5, `the replay has ${total} scenes`);
+  await page.keyboard.press('End');
+  assert.equal(await label(), `${total}번째 / 전체 ${total}번`);
+  await page.keyboard.press('ArrowLeft');
+  assert.equal(await label(), `${total - 1}번째 / 전체 ${total}번`);
+  await page.keyboard.press('Home');
+  await page.click('#rp-next');
+  await page.click('#rp-next');
+  assert.equal(await label(), `3번째 / 전체 ${total}번`);
+  await page.click('#rp-prev');
+  assert.equal(await label(), `2번째 / 전체 ${total}번`);
+  await page.click('#rp-last');
+  assert.equal(await label(), `${total}번째 / 전체 ${total}번`);
+  await page.locator('#rp-slider').fill(String(Math.floor(total / 2)));
+  assert.equal(await label(), `${Math.floor(total / 2) + 1}번째 / 전체 ${total}번`);
+  await page.click('#rp-first');
+  await page.click('#rp-play');
+  await until('playback to advance', async () => (await label()).startsWith('3번째'), 5000);
+  await page.click('#rp-play');
+  await page.keyboard.press('End');
+  assert.equal(await page.locator('.hg-seat').count(), 2);
+  assert.ok(!(await page.textContent('#board')).includes('null'), 'no stray null on the board');
+  await shot(page, '08-hg-replay');
+  // The finished game is listed in the lobby.
+  await page.click('#home');
+  await page.waitForSelector('#my-games li[data-game-pk]');
+  await shot(page, '09-lobby-history');
+  assert.deepEqual(page.errors.concat(spec.errors), []);
+  state.host = page;
+}
+
+async function cockroachPoker() {
+  const page = await newPage();
+  await login(page, '서연');
+  await createRoom(page, 'cockroach-poker', {});
+  await addBotsAndStart(page, 2, '10-cp-waiting-room');
+  await page.waitForSelector('#opponents');
+  await shot(page, '11-cp-board');
+  const done = { offer: 0, pass: 0, call: 0, greyed: false };
+  let reloaded = false;
+  let dropped = false;
+  await until('an offer, a peek+pass and a call', async () => {
+    if (done.offer && done.pass && done.call) return true;
+    if (await roomResult(page)) throw new Error(`the game ended before every move was tried: ${JSON.stringify(done)}`);
+    const v = await view(page);
+    if (!v || !v.hand) return false;
+    const me = await page.evaluate(() => JSON.parse(localStorage.getItem('roomd.session')).userId);
+    if (v.starter === me && !v.holder) {
+      // Offer: card kind → target → claim → 확인.
+      await page.click('#hand .cp-kind >> nth=0');
+      await page.click('#opponents .cp-opp:not([disabled]) >> nth=0');
+      await page.click('#claims [data-claim="rat"]');
+      if (!done.offer) await shot(page, '12-cp-offer');
+      await page.click('#confirm');
+      await until('the offer to land', async () => (await view(page)).holder !== null, 5000);
+      done.offer++;
+    } else if (v.holder === me && !v.peeked) {
+      if (!reloaded) {
+        // Reload while the card waits for me: the choice is still mine after it.
+        reloaded = true;
+        await page.reload();
+        await page.waitForSelector('#call-true');
+        return false;
+      }
+      if (!done.pass && v.passTargets.length > 0) {
+        await shot(page, '13-cp-holder');
+        await page.click('#peek');
+        await page.waitForSelector('#cp-card.face');
+        // Only players who have not seen the card can take it: the others are greyed.
+        const disabled = await page.locator('#opponents .cp-opp[disabled]').count();
+        done.greyed = disabled >= 1;
+        await page.click('#opponents .cp-opp:not([disabled]) >> nth=0');
+        await page.click('#claims [data-claim="spider"]');
+        await shot(page, '14-cp-pass');
+        await page.click('#confirm');
+        await until('the pass to land', async () => (await view(page)).holder !== me, 5000);
+        done.pass++;
+      } else {
+        if (v.passTargets.length === 0) {
+          assert.ok(await page.locator('#peek').isDisabled(), 'peek is disabled when nobody is left');
+          assert.ok(await page.locator('#peek-reason').isVisible());
+        }
+        await page.click(done.call % 2 ? '#call-false' : '#call-true');
+        await until('the reveal', async () => (await view(page)).lastReveal !== null && (await view(page)).holder !== me, 5000);
+        await page.waitForSelector('#reveal');
+        if (!done.call) await shot(page, '15-cp-reveal');
+        done.call++;
+      }
+    } else if (!dropped && done.offer) {
+      // Drop the socket: the client reconnects by itself and subscribes again.
+      dropped = true;
+      const before = await page.evaluate(() => window.__roomd.sock.reconnects);
+      await page.evaluate(() => window.__roomd.sock.drop());
+      await until('the reconnect', () => page.evaluate((b) => window.__roomd.sock.reconnects > b
+        && document.querySelector('#net').dataset.state === 'open', before), 5000);
+    }
+    return false;
+  }, 90000);
+  assert.ok(done.greyed, 'unavailable pass targets are greyed out');
+  assert.ok(dropped && reloaded);
+  assert.deepEqual(page.errors, []);
+}
+
+async function tally() {
+  const page = state.host || await newPage();
+  if (!state.host) await login(page, '도윤');
+  await page.goto(base + '/#/');
+  await page.waitForSelector('#create');
+  await createRoom(page, 'tally', { target: 10 });
+  await page.click('#start');
+  await page.waitForSelector('#bump');
+  for (let i = 0; i < 10; i++) {
+    await page.click('#bump');
+    await page.waitForFunction((n) => document.querySelector('#count')?.textContent === String(n) || !!document.querySelector('#result'), i + 1);
+  }
+  await page.waitForSelector('#result');
+  assert.equal(await page.locator('#ranking li').count(), 1);
+  await shot(page, '16-tally-result');
+}
+
+async function staticFiles() {
+  for (const [p, type] of [['/', 'text/html'], ['/static/app.js', 'text/javascript'], ['/static/style.css', 'text/css']]) {
+    const r = await fetch(base + p);
+    assert.equal(r.status, 200, p);
+    assert.ok(r.headers.get('content-type').startsWith(type), `${p}: ${r.headers.get('content-type')}`);
+  }
+  assert.equal((await fetch(base + '/static/nope.js')).status, 404);
+}
+
+// ---- runner --------------------------------------------------------------------------
+
+const TESTS = [
+  ['static files are served with their content types', staticFiles],
+  ['halli galli: lobby, bots, flips by key and click, spectate, reload, play to the end, replay', halliGalli],
+  ['cockroach poker: offer, peek+pass, call, reload and reconnect mid-game', cockroachPoker],
+  ['tally: the example board plays to its target', tally],
+];
+
+let roomd;
+let failed = 0;
+const t0 = Date.now();
+try {
+  roomd = await startRoomd();
+  base = roomd.base;
+  console.log(`e2e: roomd at ${base}`);
+  // Playwright gives each launch a fresh temporary --user-data-dir of its own.
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  for (const [name, fn] of TESTS) {
+    const t = Date.now();
+    try {
+      await fn();
+      console.log(`  ok   ${name} (${((Date.now() - t) / 1000).toFixed(1)} s)`);
+    } catch (e) {
+      failed++;
+      console.log(`  FAIL ${name} (${((Date.now() - t) / 1000).toFixed(1)} s)\n       ${e.stack || e}`);
+      // What each open page showed when it failed.
+      let i = 0;
+      for (const c of contexts) for (const p of c.pages()) {
+        await p.screenshot({ path: path.join(SHOTS, `FAIL-${TESTS.indexOf(TESTS.find((x) => x[1] === fn))}-${i++}.png`) }).catch(() => {});
+        if (p.errors?.length) console.log(`       page errors: ${p.errors.join(' | ')}`);
+      }
+    }
+  }
+} catch (e) {
+  failed++;
+  console.log(`e2e: could not run: ${e.stack || e}`);
+} finally {
+  for (const c of contexts) await c.close().catch(() => {});
+  await browser?.close().catch(() => {});
+  if (roomd && roomd.child.exitCode === null) {
+    const gone = new Promise((r) => roomd.child.once('exit', r));
+    roomd.child.kill('SIGTERM');
+    const t = setTimeout(() => roomd.child.kill('SIGKILL'), 3000);
+    await gone;
+    clearTimeout(t);
+  }
+}
+console.log(`e2e: ${TESTS.length - failed}/${TESTS.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s; screenshots in ${SHOTS}`);
+if (failed && roomd) console.log('--- roomd log (tail) ---\n' + roomd.log().split('\n').slice(-40).join('\n'));
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,70 @@
+// Small DOM and display helpers shared by the screens.
+
+/** h('div', {class: 'x', onclick: f}, child, …): an element. Strings become text. */
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (k === 'style') el.style.cssText = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat()) {
+    if (c === null || c === undefined || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+let toastTimer = 0;
+export function toast(text) {
+  const el = document.getElementById('toast');
+  if (!el) return;
+  el.textContent = text;
+  el.classList.add('show');
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => el.classList.remove('show'), 2200);
+}
+
+// Sound: a few WebAudio beeps; muted state survives reloads.
+let audio = null;
+export const sound = {
+  get muted() { return localStorage.getItem('roomd.muted') === '1'; },
+  set muted(m) { localStorage.setItem('roomd.muted', m ? '1' : '0'); },
+  play(kind) {
+    if (this.muted) return;
+    try {
+      audio = audio || new AudioContext();
+      const o = audio.createOscillator();
+      const g = audio.createGain();
+      const [freq, ms] = { ding: [1320, 180], buzz: [160, 300], tick: [660, 60] }[kind] || [440, 100];
+      o.type = kind === 'buzz' ? 'square' : 'sine';
+      o.frequency.value = freq;
+      g.gain.value = 0.08;
+      o.connect(g).connect(audio.destination);
+      o.start();
+      o.stop(audio.currentTime + ms / 1000);
+    } catch { /* no audio here */ }
+  },
+  vibrate(ms) { if (!this.muted && navigator.vibrate) navigator.vibrate(ms); },
+};
+
+export function nameOf(names, id) {
+  return names[id] || (id ? id.slice(0, 8) : '?');
+}
+
+/** Server clock: views carry `now`; keep the offset to our clock. */
+export const clock = {
+  offset: 0,
+  seen(serverNow) { if (typeof serverNow === 'number') this.offset = serverNow - Date.now(); },
+  now() { return Date.now() + this.offset; },
+};
+
+/** Result summaries name players by id (the engine has no names): show names instead. */
+export function withNames(text, names) {
+  let out = text || '';
+  for (const [id, name] of Object.entries(names)) out = out.split(id).join(name);
+  return out;
+}
