@@ -102,6 +102,19 @@ enum Phase<G: Game> {
     Ended(Running<G>, GameResult),
 }
 
+/// The result as people read it: games write player ids into their Korean summary
+/// (they know no names), so the room puts each seat's display name in their place. The
+/// record keeps the game's own result, which is what a replay recomputes and compares.
+fn named(result: &GameResult, start: &StartEntry) -> GameResult {
+    let mut shown = result.clone();
+    for (player, name) in start.players.iter().zip(&start.names) {
+        if !name.is_empty() {
+            shown.summary = shown.summary.replace(player.as_str(), name);
+        }
+    }
+    shown
+}
+
 /// Who is waiting for the outcome of an input.
 enum Origin {
     Client { cs: u64, out: Recipient<ToClient>, received: Instant },
@@ -383,7 +396,7 @@ impl<G: Game> RoomActor<G> {
                     &sub.out,
                     wire::sync(&self.id, run.seq, &self.view_json(&run.state, sub.viewer.as_ref(), now, true)),
                 );
-                let result_json = serde_json::to_string(result).unwrap_or_else(|_| "null".into());
+                let result_json = serde_json::to_string(&named(result, &run.start)).unwrap_or_else(|_| "null".into());
                 Self::send(&sub.out, wire::result(&self.id, &run.game_pk, &result_json));
             }
         }
@@ -572,7 +585,8 @@ impl<G: Game> RoomActor<G> {
         };
         info!(room = %self.id, game_pk = %run.game_pk, seq = run.seq, "game finished");
         self.deps.metrics.games_finished.inc();
-        let text: Arc<str> = wire::result(&self.id, &run.game_pk, &result_json).into();
+        let shown = serde_json::to_string(&named(&result, &run.start)).unwrap_or_else(|_| "null".into());
+        let text: Arc<str> = wire::result(&self.id, &run.game_pk, &shown).into();
         self.phase = Phase::Ended(run, result);
         let fut = self.deps.store.finish(record);
         // The result goes out once the record is stored, so a client that asks for its

@@ -295,7 +295,18 @@ pub fn check_messages<G: Game>(
 ) -> Seen {
     let no_rtt = BTreeMap::new();
     let mut seen = Seen::default();
-    let recorded: Value = serde_json::from_str(&played.record.result_json).unwrap();
+    // The room shows seat names where the game's summary has player ids; everything
+    // else is the recorded result as is.
+    let mut recorded: Value = serde_json::from_str(&played.record.result_json).unwrap();
+    if let Some(summary) = recorded["summary"].as_str() {
+        let mut shown = summary.to_owned();
+        for (player, name) in played.record.players.iter().zip(&played.record.names) {
+            if !name.is_empty() {
+                shown = shown.replace(player.as_str(), name);
+            }
+        }
+        recorded["summary"] = Value::String(shown);
+    }
     for msg in msgs {
         let t = msg["t"].as_str().unwrap_or_default();
         if t == "result" {
