@@ -516,3 +516,32 @@ async fn a_redis_restart_pauses_rooms_and_loses_no_acknowledged_action() {
     );
     assert_eq!(http.get(format!("{}/readyz", nodes[0].base)).send().await.unwrap().status(), 200);
 }
+
+#[tokio::test]
+async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [Node::start("ma", &prefix), Node::start("mb", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let url = std::env::var("REDIS_URL").unwrap();
+    // Garbage, a truncated envelope, and an empty message on node ma's channel.
+    for payload in ["garbage", "\u{1}\u{2}", ""] {
+        let status = Command::new("redis-cli")
+            .args(["-u", &url, "PUBLISH", &format!("{prefix}:bus:ma"), payload])
+            .stdout(Stdio::null())
+            .status()
+            .expect("redis-cli is installed with redis-server");
+        assert!(status.success());
+    }
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    // ma's bus loop still works: a room owned by ma, played from mb, goes both ways.
+    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "ma").await;
+    let mut b = connect(&nodes[1], &bob).await;
+    send(&mut b, json!({"t": "sub", "room": room})).await;
+    next_where(&mut b, 10, |v| v["t"] == "sync").await.expect("sync");
+    send(&mut b, json!({"t": "act", "room": room, "cs": 1, "a": {"type": "bump"}})).await;
+    assert_eq!(next_where(&mut b, 10, |v| v["t"] == "ack").await.expect("ack")["seq"], 1);
+    assert_eq!(http.get(format!("{}/healthz", nodes[0].base)).send().await.unwrap().status(), 200);
+}
