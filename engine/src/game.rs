@@ -185,8 +185,9 @@ pub struct GameResult {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Secret {
     /// A card id. Card ids determine the face, so a hidden card's id is as secret as
-    /// its face: it must not appear as the value (or in an array value) of any field
-    /// named `id`, `ids`, `card`, `cards` or ending in `Id`, `Ids`, `_id`, `_ids`.
+    /// its face: it must not appear as the number in a field named `id`, `card` or
+    /// ending in `Id`/`_id`, nor in an array under those names or `ids`, `cards`, `…Ids`,
+    /// `…_ids` (see `testing::leak`).
     Card(u32),
     /// A JSON value that must not appear anywhere as a subtree (e.g. `{"fruit":..}` of
     /// a specific hidden card, or a hidden pile's exact order).

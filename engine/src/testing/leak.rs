@@ -3,24 +3,32 @@
 use crate::game::Secret;
 use serde_json::Value;
 
-/// Field names that hold card ids (as a number or an array of numbers): `id`, `ids`,
-/// `card`, `cards`, and any name ending in `Id`, `Ids`, `_id` or `_ids`. Numbers in
-/// other fields (counts, versions) are not ids, so they are never reported.
-fn is_card_field(key: &str) -> bool {
-    matches!(key, "id" | "ids" | "card" | "cards")
-        || key.ends_with("Id")
-        || key.ends_with("Ids")
-        || key.ends_with("_id")
-        || key.ends_with("_ids")
+/// How a field may hold card ids: a singular name (`id`, `card`, `…Id`, `…_id`) holds
+/// one id as a number; a plural name (`ids`, `cards`, `…Ids`, `…_ids`) holds a list of
+/// them. Numbers under plural names are counts (`"cards": 54` in a result row), and
+/// numbers in any other field (counts, versions) are never ids.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum CardField {
+    One,
+    Many,
 }
 
-fn holds_card(value: &Value, card: u32) -> bool {
-    match value {
-        Value::Number(n) => n.as_u64() == Some(u64::from(card)),
-        Value::Array(items) => {
-            items.iter().any(|v| matches!(v, Value::Number(n) if n.as_u64() == Some(u64::from(card))))
-        }
-        _ => false,
+fn card_field(key: &str) -> Option<CardField> {
+    if matches!(key, "ids" | "cards") || key.ends_with("Ids") || key.ends_with("_ids") {
+        Some(CardField::Many)
+    } else if matches!(key, "id" | "card") || key.ends_with("Id") || key.ends_with("_id") {
+        Some(CardField::One)
+    } else {
+        None
+    }
+}
+
+fn holds_card(field: CardField, value: &Value, card: u32) -> bool {
+    let is_card = |v: &Value| matches!(v, Value::Number(n) if n.as_u64() == Some(u64::from(card)));
+    match (field, value) {
+        (CardField::One, v) => is_card(v),
+        (_, Value::Array(items)) => items.iter().any(is_card),
+        (CardField::Many, _) => false,
     }
 }
 
@@ -56,10 +64,10 @@ fn walk<'a>(value: &'a Value, path: &mut Vec<Seg<'a>>, secrets: &[Secret], found
     match value {
         Value::Object(map) => {
             for (key, child) in map {
-                if is_card_field(key) {
+                if let Some(field) = card_field(key) {
                     for secret in secrets {
                         if let Secret::Card(card) = secret {
-                            if holds_card(child, *card) {
+                            if holds_card(field, child, *card) {
                                 found.push(format!("{}.{key}: hidden card {card}", path_text(path)));
                             }
                         }
@@ -107,8 +115,11 @@ mod tests {
 
     #[test]
     fn counts_that_equal_a_card_id_are_not_leaks() {
-        let view = json!({"deck": 7, "tableVersion": 7, "players": {"a": {"faceUpCount": 7}}});
+        let view =
+            json!({"deck": 7, "tableVersion": 7, "players": {"a": {"faceUpCount": 7}}, "ranking": [{"cards": 7}]});
         assert!(find_leaks(&view, &[Secret::Card(7)]).is_empty());
+        // …but a list under the same plural name is a list of ids.
+        assert_eq!(find_leaks(&json!({"cards": [7]}), &[Secret::Card(7)]).len(), 1);
     }
 
     #[test]
