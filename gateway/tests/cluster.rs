@@ -300,8 +300,20 @@ fn signal(node: &Node, sig: &str) {
 
 /// Creates tally rooms through `via` until one is owned by `owner`; returns its id.
 async fn room_on(http: &reqwest::Client, via: &Node, host: &str, other: (&Node, &str), owner: &str) -> String {
+    room_with_target_on(http, via, host, other, owner, json!(null)).await
+}
+
+/// [`room_on`] with a tally target.
+async fn room_with_target_on(
+    http: &reqwest::Client,
+    via: &Node,
+    host: &str,
+    other: (&Node, &str),
+    owner: &str,
+    target: Value,
+) -> String {
     for _ in 0..16 {
-        let (room, at) = tally_room(http, via, host, &[other], json!(null)).await;
+        let (room, at) = tally_room(http, via, host, &[other], target.clone()).await;
         if at == owner {
             return room;
         }
@@ -544,4 +556,43 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     send(&mut b, json!({"t": "act", "room": room, "cs": 1, "a": {"type": "bump"}})).await;
     assert_eq!(next_where(&mut b, 10, |v| v["t"] == "ack").await.expect("ack")["seq"], 1);
     assert_eq!(http.get(format!("{}/healthz", nodes[0].base)).send().await.unwrap().status(), 200);
+}
+
+#[tokio::test]
+async fn a_replay_is_served_by_a_node_that_never_hosted_the_game() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [Node::start("pa", &prefix), Node::start("pb", &prefix), Node::start("pc", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let room = room_with_target_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "pc", json!(10)).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    send(&mut a, json!({"t": "sub", "room": room})).await;
+    next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
+    let mut pk = None;
+    for cs in 1..=10u64 {
+        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        next_where(&mut a, 10, |v| v["t"] == "ack" && v["cs"] == cs).await.expect("ack");
+    }
+    if let Some(result) = next_where(&mut a, 10, |v| v["t"] == "result").await {
+        pk = result["gamePk"].as_str().map(str::to_owned);
+    }
+    let pk = pk.expect("the game ended");
+    // Ask pb, which neither hosted the room nor served alice.
+    let replay = http.get(format!("{}/api/replays/{pk}", nodes[1].base)).bearer_auth(&alice).send().await.unwrap();
+    assert_eq!(replay.status(), 200);
+    let body: Value = replay.json().await.unwrap();
+    assert_eq!(body["scenes"], 11);
+    let games: Value = http
+        .get(format!("{}/api/me/games", nodes[2].base))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(games[0]["gamePk"], pk.as_str());
 }

@@ -179,3 +179,47 @@ async fn a_restored_room_continues_its_game_and_dedupes_old_retries() {
     assert_eq!(bob.next_of("ack").await["seq"], 5);
     assert_eq!(node.store.load(&pk).await.unwrap().unwrap().entries.len(), 5);
 }
+
+#[actix::test]
+async fn a_restored_room_holds_deadlines_for_30_s_and_time_never_runs_backwards() {
+    use engine::games::cockroach_poker::CockroachPoker;
+    use room_actor::messages::Handover;
+    use room_actor::room::{RoomActor, RECOVERY_HOLD_MS};
+    use room_actor::RoomStore;
+    tokio::time::pause();
+    let node = Node::new(Clock::tokio());
+    let room = node.room("cp", "cockroach-poker", json!({"turnSeconds": 15}), "alice", 60);
+    add_bot(&room, "alice").await;
+    add_bot(&room, "alice").await;
+    let mut alice = Client::new(1, "alice");
+    alice.subscribe(&room);
+    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    // Let the bots and alice's timeouts play a while, then the node "dies".
+    loop {
+        let update = alice.next_of("update").await;
+        if update["seq"].as_u64().unwrap() >= 12 {
+            break;
+        }
+    }
+    room.handover.send(Handover).await.unwrap();
+    let before = node.store.load(&pk).await.unwrap().unwrap();
+    let last_at = before.entries.last().unwrap().at;
+    let info = node.store.room("cp").await.unwrap().unwrap();
+    let restored =
+        RoomActor::<CockroachPoker>::restore(info, Some(before.clone()), node.deps.clone(), None).unwrap().spawn();
+    let restored_at = node.deps.clock.now_ms();
+    let mut watcher = Client::new(2, "alice");
+    watcher.subscribe(&restored);
+    watcher.next_of("result").await;
+    let after = node.store.load(&pk).await.unwrap().unwrap();
+    let resumed = &after.entries[before.entries.len()..];
+    assert!(!resumed.is_empty());
+    assert!(resumed.iter().all(|e| e.at >= last_at), "time ran backwards after the restore");
+    let alice_timeouts: Vec<i64> =
+        resumed.iter().filter(|e| e.actor == engine::Actor::Player("alice".into())).map(|e| e.at).collect();
+    assert!(!alice_timeouts.is_empty(), "alice had turns after the restore");
+    assert!(
+        alice_timeouts.iter().all(|&at| at >= restored_at.max(last_at) + RECOVERY_HOLD_MS),
+        "a deadline was enforced within 30 s of the restore: {alice_timeouts:?} (restored at {restored_at})"
+    );
+}
