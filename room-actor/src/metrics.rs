@@ -14,6 +14,14 @@ pub struct RoomMetrics {
     pub action_latency: Histogram,
     pub store_append: Histogram,
     pub room_panics: IntCounter,
+    /// Rooms this node took over from their log (failover or drain handover).
+    pub rooms_restored: IntCounter,
+    /// Appends refused because this node had lost the room's lease.
+    pub fenced_appends: IntCounter,
+    /// Store operations that failed (Redis unreachable, timeouts).
+    pub store_errors: IntCounter,
+    /// Drains this node went through (SIGTERM).
+    pub drains: IntCounter,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -38,6 +46,13 @@ impl RoomMetrics {
                     .buckets(LATENCY_BUCKETS.to_vec()),
             )?,
             room_panics: IntCounter::new("roomd_room_panics_total", "game code panics contained by a room")?,
+            rooms_restored: IntCounter::new(
+                "roomd_rooms_restored_total",
+                "rooms restored on this node from their log",
+            )?,
+            fenced_appends: IntCounter::new("roomd_fenced_appends_total", "appends refused for a lost room lease")?,
+            store_errors: IntCounter::new("roomd_store_errors_total", "failed room store operations")?,
+            drains: IntCounter::new("roomd_drains_total", "drains (SIGTERM) of this node")?,
         };
         registry.register(Box::new(m.rooms.clone()))?;
         registry.register(Box::new(m.games_started.clone()))?;
@@ -47,6 +62,10 @@ impl RoomMetrics {
         registry.register(Box::new(m.action_latency.clone()))?;
         registry.register(Box::new(m.store_append.clone()))?;
         registry.register(Box::new(m.room_panics.clone()))?;
+        registry.register(Box::new(m.rooms_restored.clone()))?;
+        registry.register(Box::new(m.fenced_appends.clone()))?;
+        registry.register(Box::new(m.store_errors.clone()))?;
+        registry.register(Box::new(m.drains.clone()))?;
         Ok(m)
     }
 

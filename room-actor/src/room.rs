@@ -501,6 +501,11 @@ impl<G: Game> RoomActor<G> {
                         Self::send(out, text);
                     }
                     if e == StoreError::Fenced {
+                        act.deps.metrics.fenced_appends.inc();
+                    } else {
+                        act.deps.metrics.store_errors.inc();
+                    }
+                    if e == StoreError::Fenced {
                         // Another node owns the room now: this actor must never act again.
                         warn!(room = %act.id, "fenced: lease lost, room stops here");
                         act.fenced(ctx);

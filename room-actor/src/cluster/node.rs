@@ -177,6 +177,7 @@ impl ClusterNode {
         let restore = Restore { info, stored, deps: self.deps.clone(), token: token.clone() };
         match registry::visit(&game, restore) {
             Some(Ok(handle)) => {
+                self.deps.metrics.rooms_restored.inc();
                 if let Ok(mut held) = self.held.lock() {
                     held.insert(room.to_owned(), token);
                 }
@@ -445,6 +446,7 @@ impl ClusterNode {
     /// release its lease, so the nodes placement picks next restore them at once.
     pub async fn hand_over_all(self: &Arc<Self>) {
         self.draining.store(true, Ordering::Relaxed);
+        self.deps.metrics.drains.inc();
         if let Err(e) = self.members.heartbeat(self.id(), true, self.now_ms()).await {
             warn!(error = %e, "draining heartbeat failed");
         }

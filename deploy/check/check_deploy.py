@@ -1,0 +1,400 @@
+"""Offline checks of deploy/ and k8s/ (run by scripts/check-deploy inside its venv).
+
+1. Every YAML document under k8s/ (as written, and each kustomization rendered) parses and
+   is valid against the Kubernetes JSON schemas (kubernetes-validate, strict).
+2. deploy/compose.yml parses and describes Redis with AOF, three roomd nodes with distinct
+   ids and a shared secret, and a load balancer.
+3. One source of truth with the code: deploy/roomd.example.toml has every setting of
+   gateway/src/config.rs with its default; every ROOMD__ variable used in deploy/ or k8s/
+   names one of its keys; ports, probe paths, the drain budget and the release build agree
+   between gateway/, the Dockerfile, compose and the manifests.
+
+Usage: check_deploy.py REPO_ROOT K8S_VERSION [RENDERED.yaml ...]
+Prints one line per problem and exits 1 if there is any.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+problems: list[str] = []
+
+
+def problem(msg: str) -> None:
+    problems.append(msg)
+    print(f"  FAIL {msg}")
+
+
+def ok(msg: str) -> None:
+    print(f"  ok   {msg}")
+
+
+# ---------------------------------------------------------------- settings (config.rs)
+
+_OPS = {ast.Mult: operator.mul, ast.Add: operator.add, ast.Sub: operator.sub}
+
+
+def _int_expr(text: str) -> int:
+    """Evaluates the integer arithmetic of a Rust literal such as `64 * 1024`."""
+
+    def ev(node: ast.AST) -> int:
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
+            return _OPS[type(node.op)](ev(node.left), ev(node.right))
+        raise ValueError(text)
+
+    return ev(ast.parse(text.replace("_", ""), mode="eval").body)
+
+
+def code_settings(root: Path) -> tuple[dict[str, object], set[str]]:
+    """(defaults by "section.key", every "section.key") from gateway/src/config.rs."""
+    src = (root / "gateway/src/config.rs").read_text()
+    defaults: dict[str, object] = {}
+    for key, raw in re.findall(r'set_default\("([a-z_]+\.[a-z_]+)",\s*(.+?)\)\?', src):
+        raw = raw.strip()
+        if raw.startswith('"'):
+            value: object = raw.strip('"')
+        elif raw in ("true", "false"):
+            value = raw == "true"
+        else:
+            const = re.fullmatch(r"[A-Z_]+", raw)
+            if const:
+                m = re.search(rf'const {raw}: &str = "([^"]*)"', src)
+                value = m.group(1) if m else raw
+            else:
+                value = _int_expr(raw)
+        defaults[key] = value
+    m = re.search(r'fn default_prefix\(\) -> String \{\s*"([^"]*)"', src)
+    if m:
+        defaults["redis.prefix"] = m.group(1)
+    # Settings { pub http: Http, ... } maps sections to structs; structs list their keys.
+    settings = re.search(r"pub struct Settings \{(.*?)\n\}", src, re.S)
+    sections = dict(re.findall(r"pub (\w+): (\w+),", settings.group(1))) if settings else {}
+    keys: set[str] = set()
+    for section, struct in sections.items():
+        body = re.search(rf"pub struct {struct} \{{(.*?)\n\}}", src, re.S)
+        if body:
+            keys |= {f"{section}.{k}" for k in re.findall(r"pub (\w+):", body.group(1))}
+    return defaults, keys
+
+
+def example_settings(root: Path) -> tuple[dict[str, object], set[str]]:
+    """(values, every key including commented-out `# key = ...` ones) of the example."""
+    path = root / "deploy/roomd.example.toml"
+    text = path.read_text()
+    data = tomllib.loads(text)
+    values = {f"{s}.{k}": v for s, table in data.items() for k, v in table.items()}
+    keys = set(values)
+    section = None
+    for line in text.splitlines():
+        m = re.fullmatch(r"\[(\w+)\]", line.strip())
+        if m:
+            section = m.group(1)
+            continue
+        m = re.fullmatch(r"#\s*([a-z_]+)\s*=.*", line.strip())
+        if m and section:
+            keys.add(f"{section}.{m.group(1)}")
+    return values, keys
+
+
+def check_settings(root: Path) -> set[str]:
+    print("settings: deploy/roomd.example.toml against gateway/src/config.rs")
+    before = len(problems)
+    defaults, code_keys = code_settings(root)
+    values, example_keys = example_settings(root)
+    if not code_keys or not defaults:
+        problem("could not read the settings out of gateway/src/config.rs")
+    for key in sorted(code_keys - example_keys):
+        problem(f"roomd.example.toml lacks the setting {key}")
+    for key in sorted(example_keys - code_keys):
+        problem(f"roomd.example.toml has {key}, which gateway/src/config.rs does not know")
+    for key, default in sorted(defaults.items()):
+        if key in values and values[key] != default:
+            problem(f"roomd.example.toml: {key} = {values[key]!r}, but the default is {default!r}")
+        if key not in values:
+            problem(f"roomd.example.toml: {key} has a default ({default!r}) but is not set")
+    for key in sorted(example_keys - set(values)):
+        if key in defaults:
+            problem(f"roomd.example.toml comments out {key}, which has a default")
+    if len(problems) == before:
+        ok(f"{len(code_keys)} settings, {len(defaults)} defaults match")
+    return example_keys
+
+
+def env_key(name: str) -> str | None:
+    m = re.fullmatch(r"ROOMD__([A-Z0-9]+)__([A-Z0-9_]+)", name)
+    return f"{m.group(1).lower()}.{m.group(2).lower()}" if m else None
+
+
+def check_env_names(names: dict[str, set[str]], example_keys: set[str]) -> None:
+    print("ROOMD__ variables used in deploy/ and k8s/ name real settings")
+    count = 0
+    for where, found in sorted(names.items()):
+        for name in sorted(found):
+            count += 1
+            key = env_key(name)
+            if key is None or key not in example_keys:
+                problem(f"{where}: {name} is not a setting (no {key or name} in deploy/roomd.example.toml)")
+    ok(f"{count} uses checked")
+
+
+# ---------------------------------------------------------------- Kubernetes
+
+def load_docs(path: Path) -> list[dict]:
+    try:
+        docs = [d for d in yaml.safe_load_all(path.read_text()) if d is not None]
+    except yaml.YAMLError as e:
+        problem(f"{path}: does not parse: {e}")
+        return []
+    for d in docs:
+        if not isinstance(d, dict):
+            problem(f"{path}: a document is not a mapping")
+    return [d for d in docs if isinstance(d, dict)]
+
+
+def validate_k8s(docs: list[tuple[str, dict]], version: str) -> None:
+    import kubernetes_validate
+
+    for where, doc in docs:
+        kind = doc.get("kind", "?")
+        name = (doc.get("metadata") or {}).get("name", "?")
+        if str(doc.get("apiVersion", "")).startswith("kustomize.config.k8s.io/"):
+            continue
+        try:
+            kubernetes_validate.validate(doc, version, strict=True)
+        except kubernetes_validate.ValidationError as e:
+            path = "/".join(str(p) for p in e.path)
+            problem(f"{where}: {kind}/{name}: {e.message} (at {path or 'top'})")
+        except kubernetes_validate.utils.SchemaNotFoundError as e:
+            problem(f"{where}: {kind}/{name}: no schema ({e})")
+        except Exception as e:  # noqa: BLE001 - report any validator failure as a problem
+            problem(f"{where}: {kind}/{name}: {type(e).__name__}: {e}")
+
+
+def find(docs: list[dict], kind: str, name: str) -> dict | None:
+    for d in docs:
+        if d.get("kind") == kind and (d.get("metadata") or {}).get("name") == name:
+            return d
+    return None
+
+
+def k8s_env_names(docs: list[dict]) -> set[str]:
+    names: set[str] = set()
+    for d in docs:
+        if d.get("kind") == "ConfigMap":
+            names |= {k for k in (d.get("data") or {}) if k.startswith("ROOMD")}
+        spec = ((d.get("spec") or {}).get("template") or {}).get("spec") or {}
+        for c in spec.get("containers", []) + spec.get("initContainers", []):
+            names |= {e["name"] for e in c.get("env", []) if str(e.get("name", "")).startswith("ROOMD")}
+    return names
+
+
+def routes(root: Path) -> set[str]:
+    src = (root / "gateway/src/api.rs").read_text() + (root / "gateway/src/server.rs").read_text()
+    return set(re.findall(r'\.route\("(/[a-z]*)"', src))
+
+
+def check_rendered(where: str, docs: list[dict], root: Path, drain_default: int) -> None:
+    """The rendered roomd objects agree with the code."""
+    dep = find(docs, "Deployment", "roomd")
+    cm = find(docs, "ConfigMap", "roomd-config")
+    if dep is None or cm is None:
+        problem(f"{where}: no Deployment/roomd or ConfigMap/roomd-config")
+        return
+    data = cm.get("data") or {}
+    pod = dep["spec"]["template"]["spec"]
+    ctr = next((c for c in pod["containers"] if c["name"] == "roomd"), None)
+    if ctr is None:
+        problem(f"{where}: Deployment/roomd has no container 'roomd'")
+        return
+    port = int(data.get("ROOMD__HTTP__PORT", 8080))
+    http = [p for p in ctr.get("ports", []) if p.get("name") == "http"]
+    if not http or http[0]["containerPort"] != port:
+        problem(f"{where}: containerPort 'http' is not ROOMD__HTTP__PORT ({port})")
+    if data.get("ROOMD__HTTP__BIND") != "0.0.0.0":
+        problem(f"{where}: ROOMD__HTTP__BIND must be 0.0.0.0 in a pod")
+    if not data.get("ROOMD__REDIS__URL"):
+        problem(f"{where}: ROOMD__REDIS__URL is not set: pods would be unconnected single nodes")
+    known = routes(root)
+    for probe, want in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        got = ((ctr.get(probe) or {}).get("httpGet") or {})
+        if got.get("path") != want or want not in known:
+            problem(f"{where}: {probe} must GET {want} (a route of gateway/src/api.rs)")
+        if got.get("port") not in ("http", port):
+            problem(f"{where}: {probe} port {got.get('port')} is not the http port")
+    ann = dep["spec"]["template"]["metadata"].get("annotations") or {}
+    if ann.get("prometheus.io/path") != "/metrics" or "/metrics" not in known:
+        problem(f"{where}: pod annotation prometheus.io/path must be /metrics")
+    if str(ann.get("prometheus.io/port")) != str(port):
+        problem(f"{where}: pod annotation prometheus.io/port must be {port}")
+    env = {e["name"]: e for e in ctr.get("env", [])}
+    node = ((env.get("ROOMD__NODE__ID") or {}).get("valueFrom") or {}).get("fieldRef") or {}
+    if node.get("fieldPath") != "metadata.name":
+        problem(f"{where}: ROOMD__NODE__ID must come from the pod name (fieldRef metadata.name)")
+    secret = ((env.get("ROOMD__AUTH__SECRET") or {}).get("valueFrom") or {}).get("secretKeyRef")
+    if not secret or "ROOMD__AUTH__SECRET" in data:
+        problem(f"{where}: ROOMD__AUTH__SECRET must come from a Secret (secretKeyRef), not a ConfigMap")
+    for d in docs:
+        if d.get("kind") == "Secret":
+            problem(f"{where}: renders a Secret ({d['metadata']['name']}): secrets are created with kubectl, not applied")
+    # Drain budget: preStop pause + drain grace + actix shutdown (5 s) must fit the grace.
+    drain = int(data.get("ROOMD__CLUSTER__DRAIN_GRACE_S", drain_default))
+    cmd = (((ctr.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}).get("command") or []
+    pause = int(cmd[cmd.index("--sleep") + 1]) if "--sleep" in cmd else 0
+    grace = int(pod.get("terminationGracePeriodSeconds", 30))
+    if grace < pause + drain + 5 + 5:
+        problem(f"{where}: terminationGracePeriodSeconds {grace} < preStop {pause} + drain {drain} + shutdown 5 + margin 5")
+    if cmd and cmd[0] != "/usr/local/bin/roomd-probe":
+        problem(f"{where}: preStop runs {cmd[0]}, which the image does not have")
+    sc = ctr.get("securityContext") or {}
+    psc = pod.get("securityContext") or {}
+    if not (sc.get("readOnlyRootFilesystem") and sc.get("allowPrivilegeEscalation") is False
+            and (sc.get("capabilities") or {}).get("drop") == ["ALL"]
+            and (psc.get("runAsNonRoot") or sc.get("runAsNonRoot"))
+            and (psc.get("seccompProfile") or {}).get("type") == "RuntimeDefault"):
+        problem(f"{where}: roomd's securityContext lost one of: read-only root, no privilege "
+                "escalation, drop ALL, runAsNonRoot, seccomp RuntimeDefault")
+    for kind in ("Service", "HorizontalPodAutoscaler", "PodDisruptionBudget", "StatefulSet"):
+        if not any(d.get("kind") == kind for d in docs):
+            problem(f"{where}: no {kind}")
+    sts = find(docs, "StatefulSet", "redis")
+    rcm = find(docs, "ConfigMap", "redis-config")
+    if sts is not None and (rcm is None or "appendonly yes" not in (rcm.get("data") or {}).get("redis.conf", "")):
+        problem(f"{where}: Redis runs without AOF (appendonly yes)")
+
+
+# ---------------------------------------------------------------- compose & Dockerfile
+
+def check_compose(root: Path, drain_default: int) -> set[str]:
+    print("deploy/compose.yml")
+    before = len(problems)
+    path = root / "deploy/compose.yml"
+    try:
+        compose = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        problem(f"{path}: does not parse: {e}")
+        return set()
+    services = compose.get("services") or {}
+    names: set[str] = set()
+    env_file = dict(
+        line.split("=", 1)
+        for line in (root / "deploy/roomd.env").read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    )
+    names |= set(env_file)
+    redis = services.get("redis") or {}
+    cmd = " ".join(str(c) for c in redis.get("command") or [])
+    if "--appendonly yes" not in cmd or not re.search(r"--appendfsync (everysec|always)", cmd):
+        problem("compose: redis must run with --appendonly yes and --appendfsync everysec|always")
+    nodes = {k: v for k, v in services.items() if k.startswith("roomd")}
+    ids = set()
+    for name, svc in nodes.items():
+        env = dict(env_file)
+        env.update({k: str(v) for k, v in (svc.get("environment") or {}).items()})
+        names |= set(svc.get("environment") or {})
+        ids.add(env.get("ROOMD__NODE__ID"))
+        if "roomd.env" not in (svc.get("env_file") or []):
+            problem(f"compose: {name} does not read roomd.env")
+        if env.get("ROOMD__HTTP__BIND") != "0.0.0.0":
+            problem(f"compose: {name} does not bind 0.0.0.0")
+        if not env.get("ROOMD__REDIS__URL", "").startswith("redis://redis:"):
+            problem(f"compose: {name} does not use the compose Redis")
+        secret = env.get("ROOMD__AUTH__SECRET", "")
+        if not secret or secret == "roomd-dev-secret-change-me":
+            problem(f"compose: {name} has no auth secret of its own (roomd refuses the default)")
+        grace = str(svc.get("stop_grace_period", "10s"))
+        secs = int(grace.rstrip("s")) if re.fullmatch(r"\d+s", grace) else 0
+        drain = int(env.get("ROOMD__CLUSTER__DRAIN_GRACE_S", drain_default))
+        if secs < drain + 5:
+            problem(f"compose: {name} stop_grace_period {grace} < drain {drain} s + 5 s shutdown")
+    if len(nodes) != 3 or len(ids) != 3 or None in ids:
+        problem(f"compose: want 3 roomd nodes with distinct ROOMD__NODE__ID, got {sorted(map(str, ids))}")
+    lb = services.get("lb") or {}
+    conf = (root / "deploy/nginx.conf").read_text()
+    port = env_file.get("ROOMD__HTTP__PORT", "8080")
+    for name in nodes:
+        if f"server {name}:{port}" not in conf:
+            problem(f"nginx.conf: upstream lacks {name}:{port}")
+    if "proxy_set_header Upgrade $http_upgrade" not in conf:
+        problem("nginx.conf: no WebSocket upgrade")
+    if not any("nginx.conf" in str(v) for v in lb.get("volumes") or []):
+        problem("compose: lb does not mount deploy/nginx.conf")
+    if len(problems) == before:
+        ok(f"{len(services)} services, node ids {sorted(ids)}")
+    return names
+
+
+def check_dockerfile(root: Path) -> set[str]:
+    print("deploy/Dockerfile")
+    before = len(problems)
+    text = (root / "deploy/Dockerfile").read_text()
+    cargo = (root / "gateway/Cargo.toml").read_text()
+    if not re.search(r'\[\[bin\]\]\s*name = "roomd"', cargo):
+        problem("gateway/Cargo.toml no longer builds a binary named roomd")
+    if "cargo build --release --locked -p gateway --bin roomd" not in text:
+        problem("Dockerfile: roomd must be built with `cargo build --release --locked -p gateway --bin roomd`")
+    if "target/release/roomd" not in text or 'ENTRYPOINT ["/usr/local/bin/roomd"]' not in text:
+        problem("Dockerfile: the image must run the release roomd binary")
+    env = dict(re.findall(r"(ROOMD__[A-Z_]+)=(\S+)", text))
+    if env.get("ROOMD__HTTP__BIND") != "0.0.0.0" or env.get("ROOMD__LOG__FORMAT") != "json":
+        problem("Dockerfile: ENV must bind 0.0.0.0 and log json")
+    port = env.get("ROOMD__HTTP__PORT", "8080")
+    if not re.search(rf"^EXPOSE {port}$", text, re.M):
+        problem(f"Dockerfile: EXPOSE {port} missing (ROOMD__HTTP__PORT)")
+    if "/healthz" not in text or "/healthz" not in routes(root):
+        problem("Dockerfile: HEALTHCHECK must probe /healthz")
+    if not re.search(r"^USER \d+", text, re.M):
+        problem("Dockerfile: USER must be numeric and non-root")
+    if len(problems) == before:
+        ok("release build of roomd, port, health check, user")
+    return set(env)
+
+
+def main() -> int:
+    root = Path(sys.argv[1]).resolve()
+    version = sys.argv[2]
+    rendered = [Path(p) for p in sys.argv[3:]]
+    defaults, _ = code_settings(root)
+    drain_default = int(defaults.get("cluster.drain_grace_s", 20))  # type: ignore[arg-type]
+
+    example_keys = check_settings(root)
+    names: dict[str, set[str]] = {}
+    names["deploy/compose.yml + roomd.env"] = check_compose(root, drain_default)
+    names["deploy/Dockerfile"] = check_dockerfile(root)
+
+    print(f"k8s/: every YAML document against the Kubernetes {version} schemas (strict)")
+    before = len(problems)
+    raw: list[tuple[str, dict]] = []
+    for path in sorted((root / "k8s").rglob("*.y*ml")):
+        for doc in load_docs(path):
+            raw.append((str(path.relative_to(root)), doc))
+    validate_k8s(raw, version)
+    names["k8s/ (as written)"] = k8s_env_names([d for _, d in raw])
+    for path in rendered:
+        docs = load_docs(path)
+        if not docs:
+            problem(f"{path}: rendered nothing")
+        validate_k8s([(path.name, d) for d in docs], version)
+        check_rendered(path.name, docs, root, drain_default)
+        names[path.name] = k8s_env_names(docs)
+    if len(problems) == before:
+        ok(f"{len(raw)} documents as written, {len(rendered)} rendered kustomizations")
+
+    check_env_names(names, example_keys)
+    if problems:
+        print(f"check_deploy: {len(problems)} problem(s)")
+        return 1
+    print("check_deploy: all good")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
