@@ -285,6 +285,17 @@ async fn sigkill_of_the_owner_loses_no_acknowledged_action_in_any_of_its_rooms()
             .unwrap();
         assert_ne!(info["node"], "fc");
     }
+    // Operators see the failover: the survivors count the rooms they restored.
+    let mut restored = 0.0;
+    for node in &nodes[..2] {
+        let text = http.get(format!("{}/metrics", node.base)).send().await.unwrap().text().await.unwrap();
+        restored += text
+            .lines()
+            .find(|l| l.starts_with("roomd_rooms_restored_total "))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0);
+    }
+    assert!(restored >= 4.0, "restored {restored}");
     resume_ms.sort_unstable();
     eprintln!(
         "failover: kill -> first ack, ms: median {} max {} ({resume_ms:?})",

@@ -1,0 +1,94 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+//! `/metrics` during a small game: the metrics operators alert on exist and move.
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
+
+fn start_server() -> std::net::SocketAddr {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        actix::System::new().block_on(async move {
+            let mut settings = gateway::config::Settings::load(None).unwrap();
+            settings.http.port = 0;
+            settings.http.workers = 1;
+            let running = gateway::server::start(settings).unwrap();
+            tx.send(running.addr).unwrap();
+            running.server.await.unwrap();
+        });
+    });
+    rx.recv().unwrap()
+}
+
+/// The value of the first sample line starting with `name` (labels included).
+fn sample(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no sample {name} in\n{text}"))
+}
+
+#[tokio::test]
+async fn metrics_show_rooms_sessions_actions_rejects_and_latencies() {
+    let addr = start_server();
+    let http = reqwest::Client::new();
+    let base = format!("http://{addr}");
+    let v: Value = http
+        .post(format!("{base}/api/session"))
+        .json(&json!({"name": "alice"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let token = v["token"].as_str().unwrap().to_owned();
+    let room: Value = http
+        .post(format!("{base}/api/rooms"))
+        .bearer_auth(&token)
+        .json(&json!({"game": "tally", "options": {"target": 10}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let room = room["roomId"].as_str().unwrap().to_owned();
+    http.post(format!("{base}/api/rooms/{room}/start")).bearer_auth(&token).send().await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws?token={token}")).await.unwrap();
+    ws.send(Message::text(json!({"t": "sub", "room": room}).to_string())).await.unwrap();
+    ws.send(Message::text(json!({"t": "act", "room": room, "cs": 99, "a": {"type": "nope"}}).to_string()))
+        .await
+        .unwrap();
+    for cs in 1..=5 {
+        ws.send(Message::text(json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}}).to_string()))
+            .await
+            .unwrap();
+    }
+    let mut acks = 0;
+    while acks < 5 {
+        let msg = tokio::time::timeout(Duration::from_secs(10), ws.next()).await.unwrap().unwrap().unwrap();
+        if let Message::Text(t) = msg {
+            if serde_json::from_str::<Value>(&t).unwrap()["t"] == "ack" {
+                acks += 1;
+            }
+        }
+    }
+    let text = http.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert_eq!(sample(&text, "roomd_rooms"), 1.0);
+    assert_eq!(sample(&text, "roomd_sessions"), 1.0);
+    assert_eq!(sample(&text, "roomd_games_started_total"), 1.0);
+    assert_eq!(sample(&text, "roomd_actions_applied_total"), 5.0);
+    assert_eq!(sample(&text, "roomd_actions_rejected_total{code=\"bad_action\"}"), 1.0);
+    assert_eq!(sample(&text, "roomd_action_latency_seconds_count"), 5.0);
+    assert!(sample(&text, "roomd_action_latency_seconds_sum") > 0.0);
+    assert_eq!(sample(&text, "roomd_store_append_seconds_count"), 5.0);
+    // Cluster-level counters exist (and stay at zero on an embedded node).
+    for name in
+        ["roomd_rooms_restored_total", "roomd_fenced_appends_total", "roomd_store_errors_total", "roomd_drains_total"]
+    {
+        assert_eq!(sample(&text, name), 0.0, "{name}");
+    }
+}
