@@ -14,7 +14,8 @@ pub struct RoomMetrics {
     pub action_latency: Histogram,
     pub store_append: Histogram,
     pub room_panics: IntCounter,
-    /// Rooms this node took over from their log (failover or drain handover).
+    /// Games this node took over from their log (failover or drain handover); a new room
+    /// placed here does not count.
     pub rooms_restored: IntCounter,
     /// Appends refused because this node had lost the room's lease.
     pub fenced_appends: IntCounter,

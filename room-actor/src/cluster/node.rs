@@ -174,10 +174,13 @@ impl ClusterNode {
             None => None,
         };
         let game = info.game.clone();
+        let resumes_a_game = stored.is_some();
         let restore = Restore { info, stored, deps: self.deps.clone(), token: token.clone() };
         match registry::visit(&game, restore) {
             Some(Ok(handle)) => {
-                self.deps.metrics.rooms_restored.inc();
+                if resumes_a_game {
+                    self.deps.metrics.rooms_restored.inc();
+                }
                 if let Ok(mut held) = self.held.lock() {
                     held.insert(room.to_owned(), token);
                 }
