@@ -455,6 +455,12 @@ impl Handler<ToClient> for WsSession {
             }
         }
         ctx.text(msg.text.as_ref());
+        if msg.close {
+            // The room dropped this session for not keeping up: close instead of letting
+            // its buffers grow.
+            ctx.close(Some(ws::CloseReason { code: ws::CloseCode::Policy, description: Some("slow consumer".into()) }));
+            ctx.stop();
+        }
     }
 }
 

@@ -132,6 +132,8 @@ impl Origin {
 }
 
 const INTERNAL_REASON: &str = "처리하지 못했어요. 다시 시도해 주세요";
+/// Messages a room queues before senders get `room_unavailable` (actix's default is 16).
+const ROOM_MAILBOX: usize = 4096;
 /// After a room is restored on a node, no deadline is enforced for this long, so players
 /// have time to reconnect (`game-engine.md` §4).
 pub const RECOVERY_HOLD_MS: i64 = 30_000;
@@ -252,7 +254,13 @@ impl<G: Game> RoomActor<G> {
     pub fn spawn(self) -> RoomHandle {
         let directory = self.deps.directory.clone();
         let info = self.info();
-        let addr = self.start();
+        // The mailbox bound is set before anything can be sent: bursts of inputs (a bell
+        // rung by six players at once, resends after a reconnect) queue instead of
+        // bouncing with `room_unavailable`.
+        let addr = Self::create(|ctx| {
+            ctx.set_mailbox_capacity(ROOM_MAILBOX);
+            self
+        });
         let handle = RoomHandle {
             subscribe: addr.clone().recipient(),
             unsubscribe: addr.clone().recipient(),
@@ -334,7 +342,9 @@ impl<G: Game> RoomActor<G> {
                 );
                 // do_send ignores the mailbox bound: this last message always arrives.
                 sub.out.do_send(ToClient { text: text.into(), close: true });
-                self.left(sub.user);
+                // A seated player dropped is away from now on; the timer picks that up when
+                // it is re-armed right after this broadcast (`commit`).
+                let _ = self.left(sub.user);
             }
         }
     }
