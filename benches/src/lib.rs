@@ -1,1 +1,16 @@
+//! # benches: measuring roomd
+//!
+//! # Layout
+//!
+//! - [`recorded`]: games played step by step and logged as the room runner logs them
+//!   (inputs for the rebuild and log-codec benches).
+//! - [`loadgen`]: the load generator's core (HTTP setup, WebSocket players, report);
+//!   `src/bin/loadgen.rs` is its command line.
+//! - [`limit`]: the reference "physical limit" server for tally fan-out;
+//!   `src/bin/limit_server.rs` runs it.
+//! - `benches/`: criterion benches (`engine`, `halli_galli`, `cockroach_poker`).
+//! - `run.sh`: the standard scenarios against a release `roomd`, printed as one table.
 
+pub mod limit;
+pub mod loadgen;
+pub mod recorded;

@@ -1,0 +1,113 @@
+#!/usr/bin/env bash
+# The standard load scenarios against a release roomd on this machine, 127.0.0.1 only.
+#
+#   benches/run.sh            # defaults below; override with the environment
+#   DURATION=20 HG_ROOMS=4500 benches/run.sh
+#   SKIP_BUILD=1 ROOMD_BIN=/path/to/roomd benches/run.sh   # measure a roomd built elsewhere
+#
+# The server (roomd or limit_server) is pinned to core 0 and loadgen to core 1 with
+# taskset. Every scenario starts a fresh server. Server CPU seconds (utime+stime) come
+# from /proc/<pid>/stat and RSS from /proc/<pid>/status, both by loadgen (--server-pid,
+# sampled when the measured window opens and closes) and here (whole-run totals).
+# Prints one table and writes it to benches/results.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-target}
+DURATION=${DURATION:-15}           # measured window per scenario (s)
+TALLY_ROOMS=${TALLY_ROOMS:-100}    # tally fan-out rooms (4 sockets each)
+TALLY_INTERVAL_MS=${TALLY_INTERVAL_MS:-100}
+HG_ROOMS=${HG_ROOMS:-1000}         # halli-galli rooms (4 sockets each)
+HG_REACTION_MS=${HG_REACTION_MS:-250}
+PORT=${PORT:-18080}
+LIMIT_PORT=${LIMIT_PORT:-18090}
+RAMP_TIMEOUT=${RAMP_TIMEOUT:-300}
+OUT=${OUT:-benches/results.md}
+
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 20000 2>/dev/null || true
+echo "ulimit -n: $(ulimit -n)" >&2
+
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  cargo build --release -p gateway --bin roomd -p benches --bin loadgen --bin limit_server >&2
+fi
+BIN=$CARGO_TARGET_DIR/release
+ROOMD_BIN=${ROOMD_BIN:-$BIN/roomd}   # another roomd build to measure (e.g. a release of a commit)
+WORK=$(mktemp -d)
+SERVER_PID=""
+cleanup() {
+  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; fi
+}
+trap cleanup EXIT
+
+cpu_s() { # utime+stime of $1 in seconds
+  awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
+}
+rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+
+wait_port() { # wait until http://127.0.0.1:$1 accepts connections (30 s at most)
+  for _ in $(seq 300); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "server on port $1 did not come up" >&2; return 1
+}
+
+start_roomd() {
+  ROOMD__HTTP__PORT=$PORT ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
+    taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
+  SERVER_PID=$!
+  wait_port "$PORT"
+}
+start_limit() {
+  taskset -c 0 "$BIN/limit_server" "$LIMIT_PORT" >"$WORK/limit.log" 2>&1 &
+  SERVER_PID=$!
+  wait_port "$LIMIT_PORT"
+}
+
+ROWS=()
+# scenario NAME LOADGEN-ARGS…: runs loadgen on core 1 against the running server.
+scenario() {
+  local name=$1; shift
+  local cpu0; cpu0=$(cpu_s "$SERVER_PID")
+  local limit=$((DURATION + RAMP_TIMEOUT + 60))
+  echo "== $name: loadgen $*" >&2
+  timeout "$limit" taskset -c 1 "$BIN/loadgen" --duration "$DURATION" --ramp-timeout "$RAMP_TIMEOUT" \
+    --server-pid "$SERVER_PID" --json "$@" >"$WORK/$name.json"
+  local cpu1; cpu1=$(cpu_s "$SERVER_PID")
+  local peak; peak=$(rss_kb "$SERVER_PID")
+  jq -r --arg name "$name" --arg total "$(echo "$cpu1 - $cpu0" | bc -l)" --arg peak "$peak" '
+    def r(n): if n == null then "–" else (n * 10 | round / 10 | tostring) end;
+    "| \($name) | \(.connectedClients) | \(r(.actionsPerS)) | \(r(.updatesPerS)) | \(r(.latency.p50Ms)) / \(r(.latency.p99Ms)) / \(r(.latency.p999Ms)) / \(r(.latency.maxMs)) | \(r(.serverCpuS)) (\($total | tonumber | . * 10 | round / 10)) | \(r(.deliveriesPerCpuS)) | \(r(.playersPerCore)) | \(r(.kbPerRoom)) / \(r(.kbPerConnection)) | \(($peak | tonumber) / 1024 | round) | \(r(.loadgenCpuS)) | \(r(.serverRunqueueWaitS)) / \(r(.loadgenRunqueueWaitS)) | \([.rejects | to_entries[] | "\(.key)=\(.value)"] | join(" ")) | \(.errors) |"
+  ' "$WORK/$name.json" | tee -a "$WORK/rows" >&2
+  cleanup; SERVER_PID=""
+}
+
+SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-halli-galli}
+want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
+touch "$WORK/rows"
+if want limit-tally; then
+start_limit
+scenario limit-tally --limit --url "http://127.0.0.1:$LIMIT_PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
+fi
+if want roomd-tally; then
+start_roomd
+scenario roomd-tally --url "http://127.0.0.1:$PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
+fi
+if want roomd-halli-galli; then
+start_roomd
+scenario roomd-halli-galli --url "http://127.0.0.1:$PORT" --game halli-galli --rooms "$HG_ROOMS" --reaction-ms "$HG_REACTION_MS" --concurrency 64
+fi
+
+limit_dps=$(jq '.deliveriesPerCpuS // 0' "$WORK/limit-tally.json" 2>/dev/null || echo 0)
+roomd_dps=$(jq '.deliveriesPerCpuS // 0' "$WORK/roomd-tally.json" 2>/dev/null || echo 0)
+ratio=$(echo "if ($limit_dps > 0) $roomd_dps / $limit_dps * 100 else 0" | bc -l)
+
+{
+  echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); server on core 0, loadgen on core 1; window ${DURATION} s."
+  echo
+  echo "| scenario | clients | actions/s | updates/s | latency p50 / p99 / p99.9 / max (ms) | server CPU-s window (whole run) | deliveries / CPU-s | players / core | KiB per room / per conn | peak RSS MiB | loadgen CPU-s window | run-queue wait s server / loadgen | rejects | errors |"
+  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+  cat "$WORK/rows"
+  echo
+  printf 'roomd tally fan-out: %.0f%% of the limit server'"'"'s deliveries per CPU-second (target ≥ 70%%).\n' "$ratio"
+} | tee "$OUT"

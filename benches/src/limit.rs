@@ -1,0 +1,144 @@
+//! The reference "physical limit" server: the least a server can do to speak tally over
+//! WebSocket. It accepts any `GET /ws?token=…`, creates a room on first `sub`, and answers
+//! `act` with an `update` (`{"count","last"}`) to every socket of the room and an `ack` to
+//! the sender, with no persistence, no validation beyond the JSON shape, no per-viewer
+//! views and no actors. Its deliveries per CPU-second are the ceiling roomd's tally
+//! fan-out is compared with (`run.sh`). Loadgen talks to it with `--limit`.
+
+use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
+use serde_json::json;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
+
+/// One room: its sequence, the tally and every subscribed socket.
+#[derive(Default)]
+struct Room {
+    seq: u64,
+    count: u64,
+    last: Option<String>,
+    subs: Vec<(u64, mpsc::UnboundedSender<Message>)>,
+}
+
+/// Rooms by id. A std mutex: it is held only for a few map operations and never across
+/// an await, which is what roomd's own room mailbox gives it for free.
+#[derive(Default)]
+struct Rooms(Mutex<HashMap<String, Room>>);
+
+#[derive(Deserialize)]
+struct ClientMsg {
+    t: String,
+    room: Option<String>,
+    cs: Option<u64>,
+}
+
+/// Serves until the listener fails; one task per connection.
+pub async fn serve(listener: TcpListener) -> std::io::Result<()> {
+    let rooms = Arc::new(Rooms::default());
+    let mut next_id = 0u64;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        next_id += 1;
+        tokio::spawn(connection(stream, next_id, rooms.clone()));
+    }
+}
+
+fn view_json(room: &Room) -> String {
+    json!({"count": room.count, "last": room.last}).to_string()
+}
+
+// The handshake callback's error type is tungstenite's (an HTTP response); not ours to shrink.
+#[allow(clippy::result_large_err)]
+async fn connection(stream: TcpStream, id: u64, rooms: Arc<Rooms>) {
+    let _ = stream.set_nodelay(true);
+    let mut user = String::new();
+    let callback = |req: &tokio_tungstenite::tungstenite::handshake::server::Request,
+                    res: tokio_tungstenite::tungstenite::handshake::server::Response| {
+        if let Some(q) = req.uri().query() {
+            user = q.split('&').find_map(|kv| kv.strip_prefix("token=")).unwrap_or("anon").to_owned();
+        }
+        Ok(res)
+    };
+    let Ok(ws) =
+        tokio_tungstenite::accept_hdr_async_with_config(stream, callback, Some(crate::loadgen::ws_config())).await
+    else {
+        return;
+    };
+    let (mut sink, mut source) = ws.split();
+    let (tx, mut rx) = mpsc::unbounded_channel::<Message>();
+    let writer = tokio::spawn(async move {
+        while let Some(msg) = rx.recv().await {
+            if sink.send(msg).await.is_err() {
+                break;
+            }
+        }
+    });
+    let mut joined: Vec<String> = Vec::new();
+    while let Some(Ok(msg)) = source.next().await {
+        let Message::Text(text) = msg else { continue };
+        let Ok(m) = serde_json::from_str::<ClientMsg>(text.as_str()) else {
+            let _ = tx.send(Message::text(r#"{"t":"error","code":"bad_message","reason":"bad"}"#));
+            continue;
+        };
+        let Some(room_id) = m.room else { continue };
+        let Ok(mut all) = rooms.0.lock() else { break };
+        match m.t.as_str() {
+            "sub" => {
+                let room = all.entry(room_id.clone()).or_default();
+                room.subs.push((id, tx.clone()));
+                let sync = format!(
+                    r#"{{"t":"sync","room":{},"seq":{},"view":{}}}"#,
+                    json!(room_id),
+                    room.seq,
+                    view_json(room)
+                );
+                let _ = tx.send(Message::text(sync));
+                joined.push(room_id);
+            }
+            "act" => {
+                let cs = m.cs.unwrap_or(0);
+                let Some(room) = all.get_mut(&room_id) else {
+                    let reject =
+                        json!({"t":"reject","room":room_id,"cs":cs,"code":"unknown_room","reason":"없는 방이에요"});
+                    let _ = tx.send(Message::text(reject.to_string()));
+                    continue;
+                };
+                room.seq += 1;
+                room.count += 1;
+                room.last = Some(user.clone());
+                let update: Utf8Bytes = format!(
+                    r#"{{"t":"update","room":{},"seq":{},"view":{},"events":[{{"type":"bumped"}}]}}"#,
+                    json!(room_id),
+                    room.seq,
+                    view_json(room)
+                )
+                .into();
+                for (_, sub) in &room.subs {
+                    let _ = sub.send(Message::Text(update.clone()));
+                }
+                let ack = json!({"t":"ack","room":room_id,"cs":cs,"seq":room.seq});
+                let _ = tx.send(Message::text(ack.to_string()));
+            }
+            "unsub" => {
+                if let Some(room) = all.get_mut(&room_id) {
+                    room.subs.retain(|(s, _)| *s != id);
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Ok(mut all) = rooms.0.lock() {
+        for room_id in joined {
+            if let Some(room) = all.get_mut(&room_id) {
+                room.subs.retain(|(s, _)| *s != id);
+                if room.subs.is_empty() {
+                    all.remove(&room_id);
+                }
+            }
+        }
+    }
+    writer.abort();
+}
