@@ -173,12 +173,12 @@ async fn a_spectator_that_never_reads_is_dropped_as_a_slow_consumer_while_play_g
             dropped_at = Some(last_seq);
         }
     }
-    // Not asserted: the room asks the session to close after `slow_consumer`
-    // (`ToClient::close`), but ws.rs's `Handler<ToClient>` ignores that flag today.
     println!(
         "slow spectator: {updates} updates received, dropped after seq {dropped_at:?} of {SLOW_READER_BUMPS}, \
          socket closed: {closed}"
     );
+    // The room asks the session to close after `slow_consumer` (`ToClient::close`).
+    assert!(closed, "the dropped slow reader's socket is closed, not left open");
     let dropped_at = dropped_at.expect("the slow spectator was dropped with slow_consumer");
     assert!(dropped_at < SLOW_READER_BUMPS, "dropped before the end of the game");
     assert!(
