@@ -1,26 +1,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 //! Per-user limits that protect a node: sockets per user and open rooms per user.
 
+mod support;
+
 use futures_util::SinkExt;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::{self, Message};
 
-fn start_server(tune: impl FnOnce(&mut gateway::config::Settings) + Send + 'static) -> SocketAddr {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        actix::System::new().block_on(async move {
-            let mut settings = gateway::config::Settings::load(None).unwrap();
-            settings.http.port = 0;
-            settings.http.workers = 1;
-            tune(&mut settings);
-            let running = gateway::server::start(settings).unwrap();
-            tx.send(running.addr).unwrap();
-            running.server.await.unwrap();
-        });
-    });
-    rx.recv().unwrap()
+fn start_server(tune: impl FnOnce(&mut gateway::config::Settings)) -> SocketAddr {
+    support::start_server_with(tune).addr
 }
 
 async fn token(addr: SocketAddr, name: &str) -> String {

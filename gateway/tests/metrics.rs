@@ -1,24 +1,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 //! `/metrics` during a small game: the metrics operators alert on exist and move.
 
+mod support;
+
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
 fn start_server() -> std::net::SocketAddr {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        actix::System::new().block_on(async move {
-            let mut settings = gateway::config::Settings::load(None).unwrap();
-            settings.http.port = 0;
-            settings.http.workers = 1;
-            let running = gateway::server::start(settings).unwrap();
-            tx.send(running.addr).unwrap();
-            running.server.await.unwrap();
-        });
-    });
-    rx.recv().unwrap()
+    support::start_server().addr
 }
 
 /// The value of the first sample line starting with `name` (labels included).

@@ -3,6 +3,8 @@
 //! no-store), spectators and strangers 403, no token 401, and a game that cannot be
 //! rebuilt 410.
 
+mod support;
+
 use engine::Seed;
 use futures_util::{SinkExt, StreamExt};
 use room_actor::log::{GameRecord, StartEntry};
@@ -13,19 +15,8 @@ use std::sync::Arc;
 use tokio_tungstenite::tungstenite::Message;
 
 fn start_server() -> (SocketAddr, Arc<dyn RoomStore>) {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let system = actix::System::new();
-        system.block_on(async move {
-            let mut settings = gateway::config::Settings::load(None).unwrap();
-            settings.http.port = 0;
-            settings.http.workers = 1;
-            let running = gateway::server::start(settings).unwrap();
-            tx.send((running.addr, running.state.store.clone())).unwrap();
-            running.server.await.unwrap();
-        });
-    });
-    rx.recv().unwrap()
+    let server = support::start_server();
+    (server.addr, server.store)
 }
 
 async fn session(http: &reqwest::Client, base: &str, name: &str) -> (String, String) {
