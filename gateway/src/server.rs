@@ -224,17 +224,19 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
 /// Drains the node (SIGTERM): `/readyz` goes false and no rooms are created; in cluster
 /// mode every room is handed over after its last append; sockets are closed with 1012
 /// so clients reconnect elsewhere; returns when they are gone or the grace is over.
+/// Handing rooms over may take at most half the grace; the rest is for the sockets.
 pub async fn drain(state: &AppState) {
     state.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+    let grace = Duration::from_secs(state.settings.cluster.drain_grace_s);
     if let Some(cluster) = &state.cluster {
-        cluster.hand_over_all().await;
+        cluster.hand_over_all(grace / 2).await;
     }
     let sessions: Vec<actix::Addr<crate::ws::WsSession>> =
         state.live_sessions.lock().map(|l| l.values().cloned().collect()).unwrap_or_default();
     for session in sessions {
         session.do_send(crate::ws::Drain);
     }
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(state.settings.cluster.drain_grace_s);
+    let deadline = tokio::time::Instant::now() + grace / 2;
     while tokio::time::Instant::now() < deadline && state.live_sessions.lock().map(|l| !l.is_empty()).unwrap_or(false) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

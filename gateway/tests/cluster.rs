@@ -12,6 +12,15 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// The value of the sample `name` (without labels) on `node`'s `/metrics`.
+async fn metric(http: &reqwest::Client, node: &Node, name: &str) -> f64 {
+    let text = http.get(format!("{}/metrics", node.base)).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} on {}", node.base))
+}
+
 const SECRET: &str = "cluster-test-secret";
 
 struct Node {
@@ -288,12 +297,7 @@ async fn sigkill_of_the_owner_loses_no_acknowledged_action_in_any_of_its_rooms()
     // Operators see the failover: the survivors count the rooms they restored.
     let mut restored = 0.0;
     for node in &nodes[..2] {
-        let text = http.get(format!("{}/metrics", node.base)).send().await.unwrap().text().await.unwrap();
-        restored += text
-            .lines()
-            .find(|l| l.starts_with("roomd_rooms_restored_total "))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .unwrap_or(0.0);
+        restored += metric(&http, node, "roomd_rooms_restored_total").await;
     }
     assert!(restored >= 4.0, "restored {restored}");
     resume_ms.sort_unstable();
@@ -547,8 +551,10 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     let nodes = [Node::start("ma", &prefix), Node::start("mb", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
     let url = std::env::var("REDIS_URL").unwrap();
-    // Garbage, a truncated envelope, and an empty message on node ma's channel.
-    for payload in ["garbage", "\u{1}\u{2}", ""] {
+    // Garbage, a truncated frame, an empty message, and a frame of another bus version on
+    // node ma's channel.
+    let foreign = format!("{}12345678{{}}", char::from(room_actor::cluster::bus::FRAME_VERSION + 1));
+    for payload in ["garbage", "\u{1}\u{2}", "", foreign.as_str()] {
         let status = Command::new("redis-cli")
             .args(["-u", &url, "PUBLISH", &format!("{prefix}:bus:ma"), payload])
             .stdout(Stdio::null())
@@ -567,6 +573,14 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     send(&mut b, json!({"t": "act", "room": room, "cs": 1, "a": {"type": "bump"}})).await;
     assert_eq!(next_where(&mut b, 10, |v| v["t"] == "ack").await.expect("ack")["seq"], 1);
     assert_eq!(http.get(format!("{}/healthz", nodes[0].base)).send().await.unwrap().status(), 200);
+    // Operators see the drops, and the lag of the frames that did arrive, on both sides.
+    assert_eq!(metric(&http, &nodes[0], "roomd_bus_dropped_total").await, 4.0);
+    assert_eq!(metric(&http, &nodes[1], "roomd_bus_dropped_total").await, 0.0);
+    for node in &nodes {
+        assert!(metric(&http, node, "roomd_bus_lag_seconds_count").await >= 1.0, "{}", node.base);
+        let lag = metric(&http, node, "roomd_bus_lag_seconds_sum").await;
+        assert!((0.0..60.0).contains(&lag), "{}: {lag}", node.base);
+    }
 }
 
 #[tokio::test]

@@ -23,6 +23,10 @@ pub struct RoomMetrics {
     pub store_errors: IntCounter,
     /// Drains this node went through (SIGTERM).
     pub drains: IntCounter,
+    /// Pub/sub publish → delivery to this node's bus loop.
+    pub bus_lag: Histogram,
+    /// Bus frames dropped (malformed, truncated, another roomd version).
+    pub bus_dropped: IntCounter,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -54,6 +58,11 @@ impl RoomMetrics {
             fenced_appends: IntCounter::new("roomd_fenced_appends_total", "appends refused for a lost room lease")?,
             store_errors: IntCounter::new("roomd_store_errors_total", "failed room store operations")?,
             drains: IntCounter::new("roomd_drains_total", "drains (SIGTERM) of this node")?,
+            bus_lag: Histogram::with_opts(
+                HistogramOpts::new("roomd_bus_lag_seconds", "pub/sub publish to delivery at this node")
+                    .buckets(LATENCY_BUCKETS.to_vec()),
+            )?,
+            bus_dropped: IntCounter::new("roomd_bus_dropped_total", "bus frames dropped as malformed or foreign")?,
         };
         registry.register(Box::new(m.rooms.clone()))?;
         registry.register(Box::new(m.games_started.clone()))?;
@@ -67,6 +76,8 @@ impl RoomMetrics {
         registry.register(Box::new(m.fenced_appends.clone()))?;
         registry.register(Box::new(m.store_errors.clone()))?;
         registry.register(Box::new(m.drains.clone()))?;
+        registry.register(Box::new(m.bus_lag.clone()))?;
+        registry.register(Box::new(m.bus_dropped.clone()))?;
         Ok(m)
     }
 

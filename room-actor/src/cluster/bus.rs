@@ -4,13 +4,20 @@
 //!
 //! Client → room commands go to the room's owner node; room → client messages go to
 //! each subscriber's gateway node, batched into one publish per node per state change.
+//!
+//! A frame on the wire is `[FRAME_VERSION][sent_at: u64 LE, µs since the Unix epoch]`
+//! followed by the bincode envelope. The version byte lets a node recognise (and drop,
+//! with a clear log line) frames from an incompatible roomd during a rolling upgrade; the
+//! timestamp gives `roomd_bus_lag_seconds`, the publish→deliver lag (across hosts it
+//! includes their clock offset, so keep nodes on NTP).
 
 use crate::error::StoreError;
 use crate::log::{decode, encode};
 use futures_util::StreamExt;
+use prometheus::{Histogram, IntCounter};
 use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tracing::warn;
 
@@ -64,6 +71,59 @@ pub enum Envelope {
     Reply { req: u64, reply: Reply },
 }
 
+/// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
+pub const FRAME_VERSION: u8 = 1;
+const HEADER: usize = 9;
+
+fn unix_micros(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH).map(|d| d.as_micros().min(u128::from(u64::MAX)) as u64).unwrap_or(0)
+}
+
+/// Frames `envelope` as sent at `at`.
+pub fn encode_frame(envelope: &Envelope, at: SystemTime) -> Result<Vec<u8>, StoreError> {
+    let body = encode(envelope)?;
+    let mut frame = Vec::with_capacity(HEADER + body.len());
+    frame.push(FRAME_VERSION);
+    frame.extend_from_slice(&unix_micros(at).to_le_bytes());
+    frame.extend_from_slice(&body);
+    Ok(frame)
+}
+
+/// Why a frame was dropped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FrameError {
+    /// Shorter than the header.
+    Truncated,
+    /// Another roomd version's frame.
+    Version(u8),
+    /// The envelope does not decode.
+    Malformed(String),
+}
+
+/// Decodes a frame into its envelope and the time it was published.
+pub fn decode_frame(bytes: &[u8]) -> Result<(Envelope, SystemTime), FrameError> {
+    if bytes.len() < HEADER {
+        return Err(FrameError::Truncated);
+    }
+    if bytes[0] != FRAME_VERSION {
+        return Err(FrameError::Version(bytes[0]));
+    }
+    let mut stamp = [0u8; 8];
+    stamp.copy_from_slice(&bytes[1..HEADER]);
+    let sent = UNIX_EPOCH + Duration::from_micros(u64::from_le_bytes(stamp));
+    let envelope = decode::<Envelope>(&bytes[HEADER..]).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    Ok((envelope, sent))
+}
+
+/// What the subscriber records about the frames it receives.
+#[derive(Clone)]
+pub struct BusMetrics {
+    /// Publish → delivery to this node's bus loop.
+    pub lag: Histogram,
+    /// Frames dropped as truncated, malformed or from another version.
+    pub dropped: IntCounter,
+}
+
 pub fn channel(prefix: &str, node: &str) -> String {
     format!("{prefix}:bus:{node}")
 }
@@ -83,7 +143,7 @@ impl Publisher {
     /// Publishes to `node`'s channel; `Unavailable` when Redis fails or when nobody
     /// listens there (the node is gone).
     pub async fn send(&self, node: &str, envelope: &Envelope) -> Result<(), StoreError> {
-        let bytes = encode(envelope)?;
+        let bytes = encode_frame(envelope, SystemTime::now())?;
         let mut conn = self.conn.clone();
         let receivers = redis::cmd("PUBLISH")
             .arg(channel(&self.prefix, node))
@@ -98,13 +158,29 @@ impl Publisher {
     }
 }
 
-/// Decodes one message from the channel; a malformed one is logged and dropped, never
-/// allowed to take the node down.
-pub fn decode_envelope(bytes: &[u8]) -> Option<Envelope> {
-    match decode::<Envelope>(bytes) {
-        Ok(envelope) => Some(envelope),
+/// Decodes one frame from the channel, recording its lag; a bad one is logged, counted
+/// and dropped, never allowed to take the node down.
+pub fn accept_frame(bytes: &[u8], metrics: &BusMetrics) -> Option<Envelope> {
+    match decode_frame(bytes) {
+        Ok((envelope, sent)) => {
+            // A sender whose clock is ahead gives a negative lag: recorded as zero.
+            let lag = SystemTime::now().duration_since(sent).unwrap_or_default();
+            metrics.lag.observe(lag.as_secs_f64());
+            Some(envelope)
+        }
         Err(e) => {
-            warn!(error = %e, len = bytes.len(), "malformed bus envelope dropped");
+            metrics.dropped.inc();
+            match e {
+                FrameError::Version(v) => warn!(
+                    version = v,
+                    ours = FRAME_VERSION,
+                    "bus frame from an incompatible roomd version dropped (mixed versions in one cluster?)"
+                ),
+                FrameError::Truncated => warn!(len = bytes.len(), "truncated bus frame dropped"),
+                FrameError::Malformed(error) => {
+                    warn!(error = %error, len = bytes.len(), "malformed bus envelope dropped")
+                }
+            }
             None
         }
     }
@@ -112,7 +188,7 @@ pub fn decode_envelope(bytes: &[u8]) -> Option<Envelope> {
 
 /// Subscribes to this node's channel and forwards decoded envelopes, resubscribing with
 /// backoff whenever Redis goes away, until the receiver is dropped.
-pub fn subscribe(url: String, prefix: String, node: String) -> mpsc::UnboundedReceiver<Envelope> {
+pub fn subscribe(url: String, prefix: String, node: String, metrics: BusMetrics) -> mpsc::UnboundedReceiver<Envelope> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
@@ -128,8 +204,7 @@ pub fn subscribe(url: String, prefix: String, node: String) -> mpsc::UnboundedRe
                     backoff = Duration::from_millis(50);
                     let mut messages = pubsub.on_message();
                     while let Some(msg) = messages.next().await {
-                        let payload: Vec<u8> = msg.get_payload_bytes().to_vec();
-                        if let Some(envelope) = decode_envelope(&payload) {
+                        if let Some(envelope) = accept_frame(msg.get_payload_bytes(), &metrics) {
                             if tx.send(envelope).is_err() {
                                 return;
                             }
@@ -153,22 +228,61 @@ pub fn subscribe(url: String, prefix: String, node: String) -> mpsc::UnboundedRe
 mod tests {
     use super::*;
 
+    fn metrics() -> BusMetrics {
+        BusMetrics {
+            lag: Histogram::with_opts(prometheus::HistogramOpts::new("lag", "lag")).unwrap(),
+            dropped: IntCounter::new("dropped", "dropped").unwrap(),
+        }
+    }
+
     #[test]
     fn envelopes_round_trip_and_garbage_is_dropped() {
+        let m = metrics();
         let env = Envelope::Room {
             room: "r".into(),
             from: "n1".into(),
             cmd: RoomCmd::Act { session: 7, user: "u".into(), cs: 3, action_json: r#"{"type":"flip"}"#.into() },
         };
-        assert_eq!(decode_envelope(&encode(&env).unwrap()), Some(env));
+        let frame = encode_frame(&env, SystemTime::now()).unwrap();
+        assert_eq!(accept_frame(&frame, &m), Some(env));
         let reply = Envelope::Reply {
             req: 1,
             reply: Reply::Seat(Err(OpError {
                 status: 409, code: "room_full".into(), reason: "자리가 없어요".into()
             })),
         };
-        assert_eq!(decode_envelope(&encode(&reply).unwrap()), Some(reply));
-        assert_eq!(decode_envelope(b"\xff\xff\xff\x00garbage"), None);
-        assert_eq!(decode_envelope(&[]), None);
+        assert_eq!(accept_frame(&encode_frame(&reply, SystemTime::now()).unwrap(), &m), Some(reply));
+        assert_eq!(m.lag.get_sample_count(), 2);
+        assert_eq!(m.dropped.get(), 0);
+        assert_eq!(accept_frame(b"\x01\xff\xff\xff\xff\xff\xff\xff\xff\x00garbage", &m), None);
+        assert_eq!(accept_frame(b"\x01\x00", &m), None);
+        assert_eq!(accept_frame(&[], &m), None);
+        assert_eq!(m.dropped.get(), 3);
+        assert_eq!(m.lag.get_sample_count(), 2);
+    }
+
+    #[test]
+    fn frames_of_another_version_are_dropped() {
+        let env = Envelope::Reply { req: 1, reply: Reply::NotHere };
+        let mut frame = encode_frame(&env, SystemTime::now()).unwrap();
+        frame[0] = FRAME_VERSION + 1;
+        assert_eq!(decode_frame(&frame), Err(FrameError::Version(FRAME_VERSION + 1)));
+        // A bare envelope without a header (what an older build sent) is refused too.
+        assert!(decode_frame(&encode(&env).unwrap()).is_err());
+    }
+
+    #[test]
+    fn the_lag_is_the_time_since_publication() {
+        let m = metrics();
+        let env = Envelope::Reply { req: 1, reply: Reply::NotHere };
+        let frame = encode_frame(&env, SystemTime::now() - Duration::from_millis(250)).unwrap();
+        let (_, sent) = decode_frame(&frame).unwrap();
+        assert!(SystemTime::now().duration_since(sent).unwrap() >= Duration::from_millis(250));
+        accept_frame(&frame, &m).unwrap();
+        assert!(m.lag.get_sample_sum() >= 0.25, "{}", m.lag.get_sample_sum());
+        // From a sender whose clock runs ahead: zero, not a panic.
+        let ahead = encode_frame(&env, SystemTime::now() + Duration::from_secs(5)).unwrap();
+        accept_frame(&ahead, &m).unwrap();
+        assert_eq!(m.lag.get_sample_count(), 2);
     }
 }

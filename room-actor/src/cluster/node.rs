@@ -20,6 +20,7 @@ use crate::wire;
 use actix::prelude::*;
 use engine::registry::{self, GameVisitor};
 use engine::{Game, PlayerId};
+use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,8 @@ use tracing::{info, warn};
 
 /// How long a node waits for another node's answer to a room request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// Rooms handed over at once during a drain (each is one mailbox turn and one Redis call).
+const HANDOVER_CONCURRENCY: usize = 64;
 
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -384,7 +387,14 @@ impl ClusterNode {
     /// Starts the bus loop, heartbeats, lease renewal and failover scans on the current
     /// actix system.
     pub fn run(self: &Arc<Self>) {
-        let mut rx = bus::subscribe(self.config.redis_url.clone(), self.config.prefix.clone(), self.id().to_owned());
+        let bus_metrics =
+            bus::BusMetrics { lag: self.deps.metrics.bus_lag.clone(), dropped: self.deps.metrics.bus_dropped.clone() };
+        let mut rx = bus::subscribe(
+            self.config.redis_url.clone(),
+            self.config.prefix.clone(),
+            self.id().to_owned(),
+            bus_metrics,
+        );
         let node = self.clone();
         actix::spawn(async move {
             while let Some(envelope) = rx.recv().await {
@@ -447,7 +457,10 @@ impl ClusterNode {
 
     /// Drain: stop taking rooms, then hand each room over after its last append and
     /// release its lease, so the nodes placement picks next restore them at once.
-    pub async fn hand_over_all(self: &Arc<Self>) {
+    /// Rooms are handed over `HANDOVER_CONCURRENCY` at a time; whatever is not done
+    /// `within` is left to its lease, which expires and lets failover restore it.
+    /// Returns how many rooms were handed over and how many were left.
+    pub async fn hand_over_all(self: &Arc<Self>, within: Duration) -> (usize, usize) {
         self.draining.store(true, Ordering::Relaxed);
         self.deps.metrics.drains.inc();
         if let Err(e) = self.members.heartbeat(self.id(), true, self.now_ms()).await {
@@ -455,18 +468,29 @@ impl ClusterNode {
         }
         let held: Vec<(String, String)> =
             self.held.lock().map(|h| h.iter().map(|(r, t)| (r.clone(), t.clone())).collect()).unwrap_or_default();
-        for (room, token) in held {
-            if let Some(handle) = self.deps.directory.handle(&room) {
-                let _ = handle.handover.send(crate::messages::Handover).await;
+        let total = held.len();
+        let done = AtomicU64::new(0);
+        let hand_over = futures_util::stream::iter(held).for_each_concurrent(HANDOVER_CONCURRENCY, |(room, token)| {
+            let done = &done;
+            async move {
+                if let Some(handle) = self.deps.directory.handle(&room) {
+                    let _ = handle.handover.send(crate::messages::Handover).await;
+                }
+                if let Err(e) = self.leases.release(&room, &token).await {
+                    warn!(room = %room, error = %e, "lease not released; it will expire");
+                }
+                if let Ok(mut h) = self.held.lock() {
+                    h.remove(&room);
+                }
+                done.fetch_add(1, Ordering::Relaxed);
             }
-            if let Err(e) = self.leases.release(&room, &token).await {
-                warn!(room = %room, error = %e, "lease not released; it will expire");
-            }
-            if let Ok(mut h) = self.held.lock() {
-                h.remove(&room);
-            }
+        });
+        if tokio::time::timeout(within, hand_over).await.is_err() {
+            warn!(node = self.id(), "drain deadline reached; the rooms left fail over when their leases expire");
         }
-        info!(node = self.id(), "all rooms handed over");
+        let done = done.load(Ordering::Relaxed) as usize;
+        info!(node = self.id(), handed_over = done, left = total - done, "drain handover finished");
+        (done, total - done)
     }
 
     /// Leaves the membership at once (after a drain).
