@@ -77,9 +77,14 @@ async fn metrics_show_rooms_sessions_actions_rejects_and_latencies() {
     assert!(sample(&text, "roomd_action_latency_seconds_sum") > 0.0);
     assert_eq!(sample(&text, "roomd_store_append_seconds_count"), 5.0);
     // Cluster-level counters exist (and stay at zero on an embedded node).
-    for name in
-        ["roomd_rooms_restored_total", "roomd_fenced_appends_total", "roomd_store_errors_total", "roomd_drains_total"]
-    {
+    for name in [
+        "roomd_rooms_restored_total",
+        "roomd_fenced_appends_total",
+        "roomd_store_errors_total",
+        "roomd_drains_total",
+        "roomd_bus_dropped_total",
+        "roomd_bus_lag_seconds_count",
+    ] {
         assert_eq!(sample(&text, name), 0.0, "{name}");
     }
 }
