@@ -19,6 +19,7 @@
 //! - [`metrics`]: Prometheus counters and histograms.
 
 pub mod cluster;
+pub mod dedupe;
 pub mod directory;
 pub mod error;
 pub mod keys;

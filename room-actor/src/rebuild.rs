@@ -2,10 +2,10 @@
 //! `setup`, then every entry through `apply` with its logged `now` and RTT, continuing the
 //! RNG, exactly as the room did. Recovery may start from the latest snapshot instead.
 
+use crate::dedupe::AppliedCs;
 use crate::error::RebuildError;
 use crate::log::{LogEntry, StoredGame};
-use engine::{Ctx, Game, InputOf, PlayerId, Rng, SetupCtx};
-use std::collections::HashMap;
+use engine::{Ctx, Game, InputOf, Rng, SetupCtx};
 
 /// A room's state after its whole log.
 #[derive(Clone, Debug)]
@@ -15,7 +15,7 @@ pub struct Rebuilt<G: Game> {
     pub seq: u64,
     pub last_at: i64,
     /// (player, cs) → seq of every client input, for dedupe after recovery.
-    pub applied: HashMap<(PlayerId, u64), u64>,
+    pub applied: AppliedCs,
 }
 
 /// Where a rebuild starts.
@@ -78,10 +78,10 @@ pub fn rebuild<G: Game>(stored: &StoredGame, from: From) -> Result<Rebuilt<G>, R
             (state, rng, 0, stored.start.started_at)
         }
     };
-    let mut applied = HashMap::new();
+    let mut applied = AppliedCs::new();
     for entry in &stored.entries {
         if let (engine::Actor::Player(p), Some(cs)) = (&entry.actor, entry.cs) {
-            applied.insert((p.clone(), cs), entry.seq);
+            applied.insert(p, cs, entry.seq);
         }
         if entry.seq <= seq {
             continue;

@@ -7,6 +7,7 @@
 //! state, `seq + 1`, per-viewer updates, ack, re-arm the one timer, finish on a result.
 //! Timers and bot moves come back as messages and take the same path.
 
+use crate::dedupe::AppliedCs;
 use crate::directory::{Directory, RoomHandle, RoomInfo, RoomStatus, SeatInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::{GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
@@ -93,7 +94,7 @@ struct Running<G: Game> {
     state: G::State,
     rng: Rng,
     seq: u64,
-    applied: HashMap<(PlayerId, u64), u64>,
+    applied: AppliedCs,
 }
 
 enum Phase<G: Game> {
@@ -541,7 +542,7 @@ impl<G: Game> RoomActor<G> {
         run.rng = rng;
         run.seq = entry.seq;
         if let (GameActor::Player(p), Some(cs)) = (&entry.actor, entry.cs) {
-            run.applied.insert((p.clone(), cs), entry.seq);
+            run.applied.insert(p, cs, entry.seq);
         }
         self.deps.metrics.applied.inc();
         if self.deps.snapshot_every > 0 && run.seq % self.deps.snapshot_every == 0 {
@@ -739,10 +740,10 @@ impl<G: Game> Handler<Act> for RoomActor<G> {
         if !run.start.players.contains(&msg.user) {
             return self.reject(&origin, "not_seated", "이 게임의 플레이어가 아니에요");
         }
-        if let Some(seq) = run.applied.get(&(msg.user.clone(), msg.cs)) {
+        if let Some(seq) = run.applied.get(&msg.user, msg.cs) {
             // A retry of an applied action: acknowledged again, never applied twice.
             if let Origin::Client { out, .. } = &origin {
-                Self::send(out, wire::ack(&self.id, msg.cs, *seq));
+                Self::send(out, wire::ack(&self.id, msg.cs, seq));
             }
             return;
         }
@@ -916,7 +917,7 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
                 state,
                 rng,
                 seq: 0,
-                applied: HashMap::new(),
+                applied: AppliedCs::new(),
             });
             // Seated humans without a socket are away from the first moment.
             for seat in act.seats.iter().filter(|s| !s.bot) {
