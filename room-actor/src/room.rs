@@ -21,7 +21,7 @@ use engine::schedule::{self, Presence};
 use engine::{
     Actor as GameActor, Applied, Ctx, Game, GameResult, Input, InputOf, PlayerId, Reject, Rng, Seed, SetupCtx, ViewCtx,
 };
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -157,6 +157,9 @@ pub struct RoomActor<G: Game> {
     /// Open sessions per seated user; a seated human with none is disconnected.
     sessions_of: HashMap<PlayerId, usize>,
     disconnected_since: BTreeMap<PlayerId, i64>,
+    /// Players who left the running game: away for good, whatever their sockets do
+    /// (watching again does not give their grace back).
+    gone: HashSet<PlayerId>,
     rtt: BTreeMap<PlayerId, u32>,
     timer: Option<SpawnHandle>,
     bot_rng: Rng,
@@ -187,6 +190,7 @@ impl<G: Game> RoomActor<G> {
             subs: HashMap::new(),
             sessions_of: HashMap::new(),
             disconnected_since: BTreeMap::new(),
+            gone: HashSet::new(),
             rtt: BTreeMap::new(),
             timer: None,
             bot_rng: Rng::from_seed(Seed::from_os().unwrap_or(Seed(now as u128))),
@@ -668,8 +672,10 @@ impl<G: Game> RoomActor<G> {
         }
         self.sessions_of.remove(&user);
         if self.is_seated(&user) && !self.is_bot(&user) && matches!(self.phase, Phase::Playing(_)) {
+            // Away since now, unless already away for longer (a player who left the game
+            // keeps the grace they were given as spent).
             let now = self.now();
-            self.disconnected_since.insert(user, now);
+            self.disconnected_since.entry(user).or_insert(now);
             return true;
         }
         false
@@ -710,7 +716,7 @@ impl<G: Game> Handler<Subscribe> for RoomActor<G> {
             }
         }
         *self.sessions_of.entry(msg.user.clone()).or_insert(0) += 1;
-        if self.disconnected_since.remove(&msg.user).is_some() {
+        if !self.gone.contains(&msg.user) && self.disconnected_since.remove(&msg.user).is_some() {
             self.rearm(ctx);
         }
     }
@@ -846,7 +852,8 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
                         // already spent, so their turns time out without waiting.
                         let grace_ms = G::disconnect_grace_ms(&run.state).unwrap_or(i64::from(self.grace_sec) * 1000);
                         let since = self.now() - grace_ms;
-                        self.disconnected_since.insert(msg.user, since);
+                        self.disconnected_since.insert(msg.user.clone(), since);
+                        self.gone.insert(msg.user);
                         self.rearm(ctx);
                     }
                 }
@@ -920,6 +927,7 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
                 applied: AppliedCs::new(),
             });
             // Seated humans without a socket are away from the first moment.
+            act.gone.clear();
             for seat in act.seats.iter().filter(|s| !s.bot) {
                 if act.sessions_of.get(&seat.user).copied().unwrap_or(0) == 0 {
                     act.disconnected_since.insert(seat.user.clone(), now);

@@ -223,3 +223,59 @@ async fn a_restored_room_holds_deadlines_for_30_s_and_time_never_runs_backwards(
         "a deadline was enforced within 30 s of the restore: {alice_timeouts:?} (restored at {restored_at})"
     );
 }
+
+/// A player who leaves a running game is timed out at once from then on; closing their
+/// socket afterwards, or watching again, must not give them their grace back.
+#[actix::test]
+async fn a_player_who_left_stays_timed_out_after_closing_or_reopening_their_socket() {
+    use room_actor::messages::{LeaveSeat, Unsubscribe};
+    tokio::time::pause();
+    let node = Node::new(Clock::tokio());
+    // Long turns and grace: a timeout that waits for either is the bug.
+    let room = node.room("cp-leave", "cockroach-poker", json!({"turnSeconds": 60}), "alice", 120);
+    seat(&room, "bob").await;
+    let mut alice = Client::new(1, "alice");
+    let bob = Client::new(2, "bob");
+    alice.subscribe(&room);
+    bob.subscribe(&room);
+    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    room.leave_seat.send(LeaveSeat { user: "bob".into() }).await.unwrap().unwrap();
+    room.unsubscribe.send(Unsubscribe { session: bob.session }).await.unwrap();
+    let mut cs = 0;
+    let mut resubscribed = false;
+    loop {
+        let msg = alice.rx.recv().await.expect("room alive");
+        if msg["t"] == "result" {
+            break;
+        }
+        if msg["t"] != "update" && msg["t"] != "sync" {
+            continue;
+        }
+        let view = &msg["view"];
+        if view["loser"].is_string() {
+            continue;
+        }
+        if view["starter"] == "alice" && view["holder"].is_null() {
+            if cs == 3 && !resubscribed {
+                // bob comes back to watch: still gone.
+                bob.subscribe(&room);
+                resubscribed = true;
+            }
+            let card = &view["hand"][0];
+            cs += 1;
+            alice.act(&room, cs, json!({"type": "offer", "cardId": card["id"], "to": "bob", "claim": card["kind"]}));
+        }
+    }
+    assert!(resubscribed, "the game ended before bob watched again");
+    let stored = node.store.load(&pk).await.unwrap().unwrap();
+    let mut bob_moves = 0;
+    for pair in stored.entries.windows(2) {
+        if pair[1].actor == engine::Actor::Player("bob".into()) {
+            bob_moves += 1;
+            assert!(pair[1].auto, "seq {}: bob acted after leaving", pair[1].seq);
+            let waited = pair[1].at - pair[0].at;
+            assert!(waited < 2_000, "seq {}: bob was timed out {waited} ms after his turn began", pair[1].seq);
+        }
+    }
+    assert!(bob_moves >= 3, "bob was timed out {bob_moves} times");
+}
