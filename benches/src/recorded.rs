@@ -28,6 +28,7 @@ fn start_entry<G: Game>(seed: Seed, players: &[PlayerId], options: &G::Options) 
         options_json: serde_json::to_string(options)?,
         state_version: G::STATE_VERSION,
         started_at: START_MS,
+        rtt: Default::default(),
     })
 }
 
@@ -61,6 +62,7 @@ pub fn tally(entries: u64) -> anyhow::Result<StoredGame> {
             rtt_ms: ctx.rtt_ms,
             auto: false,
             input_json: input_json.clone(),
+            rtt: None,
         });
     }
     Ok(StoredGame { start, snapshot: None, entries: log })
@@ -128,6 +130,7 @@ pub fn random_play<G: Game>(options: G::Options, seed: u64, max_entries: u64) ->
             rtt_ms,
             auto,
             input_json: serde_json::to_string(&input)?,
+            rtt: None,
         });
     }
     Ok(StoredGame { start, snapshot: None, entries: log })

@@ -167,6 +167,7 @@ async fn stored_game(store: &Arc<dyn RoomStore>, pk: &str, player: &str, state_v
         options_json: r#"{"target":10}"#.into(),
         state_version,
         started_at: 1_700_000_000_000,
+        rtt: Default::default(),
     };
     store.begin(start).await.unwrap();
     let record = GameRecord {

@@ -7,6 +7,7 @@ use crate::error::StoreError;
 use engine::{Actor, PlayerId, RngState, Seed};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The first entry of a game's log: everything `setup` needs.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -24,6 +25,9 @@ pub struct StartEntry {
     pub options_json: String,
     pub state_version: u32,
     pub started_at: i64,
+    /// Everyone's RTT as the room knew it at the start. Views may show it (halli-galli
+    /// `showRtt`), and a replay's scenes must equal the views players received.
+    pub rtt: BTreeMap<PlayerId, u32>,
 }
 
 /// One applied input.
@@ -41,6 +45,9 @@ pub struct LogEntry {
     pub auto: bool,
     /// `Input<Action, System>` as JSON.
     pub input_json: String,
+    /// The room's RTT table for the views of this entry, when it changed since the
+    /// previous entry (`None`: unchanged).
+    pub rtt: Option<BTreeMap<PlayerId, u32>>,
 }
 
 /// The state after `seq` entries, to bound recovery time.
@@ -114,9 +121,12 @@ mod tests {
             options_json: r#"{"target":10}"#.into(),
             state_version: 1,
             started_at: 1_700_000_000_000,
+            rtt: BTreeMap::from([("a".into(), 35)]),
         };
         assert_eq!(decode::<StartEntry>(&encode(&start).unwrap()).unwrap(), start);
-        for actor in [Actor::Player("a".into()), Actor::Server] {
+        for (actor, rtt) in
+            [(Actor::Player("a".into()), None), (Actor::Server, Some(BTreeMap::from([("b".into(), 90)])))]
+        {
             let entry = LogEntry {
                 seq: 7,
                 at: 5,
@@ -125,6 +135,7 @@ mod tests {
                 rtt_ms: Some(40),
                 auto: false,
                 input_json: r#"{"client":{"type":"bump"}}"#.into(),
+                rtt,
             };
             assert_eq!(decode::<LogEntry>(&encode(&entry).unwrap()).unwrap(), entry);
         }

@@ -88,7 +88,10 @@ pub fn build<G: Game>(stored: &StoredGame, record: &GameRecord, viewer: &PlayerI
         return Err(ReplayGone::StateVersion { logged: stored.start.state_version, current: G::STATE_VERSION });
     }
     let (mut state, mut rng) = initial::<G>(stored).map_err(|e| ReplayGone::Mismatch(e.to_string()))?;
-    let first = to_json(&G::sync_view(&state, Some(viewer), &ViewCtx::at(stored.start.started_at)), "view")?;
+    // The RTT table the room's views showed (connection data the log carries for this).
+    let mut rtt = stored.start.rtt.clone();
+    let ctx = ViewCtx { now: stored.start.started_at, rtt: Some(&rtt) };
+    let first = to_json(&G::sync_view(&state, Some(viewer), &ctx), "view")?;
     let mut steps = vec![Step { seq: 0, at: stored.start.started_at, actor: None, kind: "start" }];
     let mut patches = Vec::new();
     let mut previous = first.clone();
@@ -99,12 +102,15 @@ pub fn build<G: Game>(stored: &StoredGame, record: &GameRecord, viewer: &PlayerI
         let input: engine::InputOf<G> =
             serde_json::from_str(&entry.input_json).map_err(|e| ReplayGone::Mismatch(e.to_string()))?;
         state = apply_entry::<G>(&state, &mut rng, entry).map_err(|e| ReplayGone::Mismatch(e.to_string()))?.state;
+        if let Some(table) = &entry.rtt {
+            rtt = table.clone();
+        }
         if let engine::Input::Client(action) = &input {
             if G::is_stream_action(action) {
                 continue;
             }
         }
-        let scene = to_json(&G::view(&state, Some(viewer), &ViewCtx::at(entry.at)), "view")?;
+        let scene = to_json(&G::view(&state, Some(viewer), &ViewCtx { now: entry.at, rtt: Some(&rtt) }), "view")?;
         patches.push(json_patch::diff(&previous, &scene));
         previous = scene;
         let actor = match &entry.actor {

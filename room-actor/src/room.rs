@@ -140,6 +140,10 @@ const ROOM_MAILBOX: usize = 4096;
 pub const RECOVERY_HOLD_MS: i64 = 30_000;
 /// After a timer input is refused (a game bug), wait this long before trying again.
 const TIMER_RETRY: Duration = Duration::from_secs(1);
+/// An ended game that nobody watches closes after this long (embedded mode), so finished
+/// rooms do not stay in memory and in the directory for the life of the process. The
+/// game itself stays in the store (`GET /api/me/games`, replays).
+pub const ENDED_LINGER: Duration = Duration::from_secs(60);
 
 pub struct RoomActor<G: Game> {
     id: String,
@@ -161,6 +165,8 @@ pub struct RoomActor<G: Game> {
     /// (watching again does not give their grace back).
     gone: HashSet<PlayerId>,
     rtt: BTreeMap<PlayerId, u32>,
+    /// The RTT table as the log last recorded it (entries carry it when it changed).
+    logged_rtt: BTreeMap<PlayerId, u32>,
     timer: Option<SpawnHandle>,
     bot_rng: Rng,
     bot_pending: HashMap<PlayerId, (SpawnHandle, InputOf<G>)>,
@@ -170,6 +176,8 @@ pub struct RoomActor<G: Game> {
     hold_until: i64,
     /// This node's lease token for the room (cluster mode); appends are fenced by it.
     lease: Option<String>,
+    /// Closes an ended room nobody watches ([`ENDED_LINGER`]).
+    close_timer: Option<SpawnHandle>,
 }
 
 impl<G: Game> RoomActor<G> {
@@ -192,12 +200,14 @@ impl<G: Game> RoomActor<G> {
             disconnected_since: BTreeMap::new(),
             gone: HashSet::new(),
             rtt: BTreeMap::new(),
+            logged_rtt: BTreeMap::new(),
             timer: None,
             bot_rng: Rng::from_seed(Seed::from_os().unwrap_or(Seed(now as u128))),
             bot_pending: HashMap::new(),
             last_at: now,
             hold_until: i64::MIN,
             lease: None,
+            close_timer: None,
         }
     }
 
@@ -233,6 +243,8 @@ impl<G: Game> RoomActor<G> {
         actor.lease = lease;
         if let Some(stored) = stored {
             let rebuilt = rebuild::<G>(&stored, From::LatestSnapshot)?;
+            actor.logged_rtt =
+                stored.entries.iter().rev().find_map(|e| e.rtt.clone()).unwrap_or(stored.start.rtt.clone());
             actor.last_at = now.max(rebuilt.last_at);
             actor.hold_until = actor.last_at + RECOVERY_HOLD_MS;
             // Everyone is away until they reconnect; their grace starts now.
@@ -492,6 +504,7 @@ impl<G: Game> RoomActor<G> {
             rtt_ms,
             auto: !matches!(origin, Origin::Client { .. }),
             input_json,
+            rtt: (self.rtt != self.logged_rtt).then(|| self.rtt.clone()),
         };
         let append_started = Instant::now();
         let fut = match &self.lease {
@@ -547,6 +560,9 @@ impl<G: Game> RoomActor<G> {
         run.seq = entry.seq;
         if let (GameActor::Player(p), Some(cs)) = (&entry.actor, entry.cs) {
             run.applied.insert(p, cs, entry.seq);
+        }
+        if let Some(rtt) = &entry.rtt {
+            self.logged_rtt = rtt.clone();
         }
         self.deps.metrics.applied.inc();
         if self.deps.snapshot_every > 0 && run.seq % self.deps.snapshot_every == 0 {
@@ -611,12 +627,30 @@ impl<G: Game> RoomActor<G> {
         let fut = self.deps.store.finish(record);
         // The result goes out once the record is stored, so a client that asks for its
         // games or the replay right after `result` finds them.
-        ctx.wait(fut.into_actor(self).map(move |res, act, _| {
+        ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             if let Err(e) = res {
                 error!(room = %act.id, error = %e, "finished game not recorded");
             }
             act.send_all(|_| text.clone());
             act.publish_info();
+            act.close_if_abandoned(ctx);
+        }));
+    }
+
+    /// Once the game has ended and nobody watches, the room closes after [`ENDED_LINGER`]
+    /// unless someone subscribes meanwhile. Embedded mode only: in cluster mode the node
+    /// holds the room's lease and decides its life.
+    fn close_if_abandoned(&mut self, ctx: &mut Context<Self>) {
+        let abandoned = matches!(self.phase, Phase::Ended(..)) && self.subs.is_empty();
+        if !abandoned || self.lease.is_some() || self.close_timer.is_some() {
+            return;
+        }
+        self.close_timer = Some(ctx.run_later(ENDED_LINGER, |act, ctx| {
+            act.close_timer = None;
+            if matches!(act.phase, Phase::Ended(..)) && act.subs.is_empty() {
+                info!(room = %act.id, "ended room closed: nobody watching");
+                ctx.stop();
+            }
         }));
     }
 
@@ -716,6 +750,9 @@ impl<G: Game> Handler<Subscribe> for RoomActor<G> {
             }
         }
         *self.sessions_of.entry(msg.user.clone()).or_insert(0) += 1;
+        if let Some(h) = self.close_timer.take() {
+            ctx.cancel_future(h);
+        }
         if !self.gone.contains(&msg.user) && self.disconnected_since.remove(&msg.user).is_some() {
             self.rearm(ctx);
         }
@@ -730,6 +767,7 @@ impl<G: Game> Handler<Unsubscribe> for RoomActor<G> {
         if self.left(sub.user) {
             self.rearm(ctx);
         }
+        self.close_if_abandoned(ctx);
     }
 }
 
@@ -768,7 +806,9 @@ impl<G: Game> Handler<RttSample> for RoomActor<G> {
     type Result = ();
 
     fn handle(&mut self, msg: RttSample, _ctx: &mut Context<Self>) {
-        if self.is_seated(&msg.user) {
+        // While the start entry is being stored, the table stays as that entry records it
+        // (the first views show it); the next sample comes with the next ping.
+        if self.is_seated(&msg.user) && !self.starting {
             self.rtt.insert(msg.user, msg.rtt_ms);
         }
     }
@@ -909,6 +949,7 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
             options_json: self.options_json.to_string(),
             state_version: G::STATE_VERSION,
             started_at: now,
+            rtt: self.rtt.clone(),
         };
         self.starting = true;
         let fut = self.deps.store.begin(start.clone());
@@ -918,6 +959,7 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
                 error!(room = %act.id, error = %e, "game start not stored");
                 return Err(RoomOpError::new(503, "store_unavailable", "잠시 후 다시 시도해 주세요"));
             }
+            act.logged_rtt = start.rtt.clone();
             act.phase = Phase::Playing(Running {
                 game_pk: game_pk.clone(),
                 start,

@@ -20,7 +20,16 @@ async fn store() -> (RedisStore, Keys) {
 }
 
 fn entry(seq: u64) -> LogEntry {
-    LogEntry { seq, at: seq as i64, actor: Actor::Server, cs: None, rtt_ms: None, auto: true, input_json: "{}".into() }
+    LogEntry {
+        seq,
+        at: seq as i64,
+        actor: Actor::Server,
+        cs: None,
+        rtt_ms: None,
+        auto: true,
+        input_json: "{}".into(),
+        rtt: None,
+    }
 }
 
 #[tokio::test]
@@ -44,6 +53,7 @@ async fn a_lost_lease_fences_the_old_owner_and_epochs_grow() {
         options_json: "{}".into(),
         state_version: 1,
         started_at: 0,
+        rtt: Default::default(),
     };
     store.begin(start).await.unwrap();
     store.append_fenced(pk.clone(), entry(1), token_a.clone()).await.unwrap();

@@ -34,6 +34,7 @@ fn start(pk: &str, players: &[&str]) -> StartEntry {
         options_json: r#"{"target":10}"#.into(),
         state_version: 1,
         started_at: 1_000,
+        rtt: Default::default(),
     }
 }
 
@@ -46,6 +47,7 @@ fn entry(seq: u64) -> LogEntry {
         rtt_ms: Some(30),
         auto: false,
         input_json: r#"{"client":{"type":"bump"}}"#.into(),
+        rtt: None,
     }
 }
 
