@@ -30,7 +30,7 @@ fn step(state: &CockroachState, who: &PlayerId, input: &CockroachInput) -> anyho
 }
 
 fn fixtures() -> anyhow::Result<Fixtures> {
-    let players: Vec<PlayerId> = (1..=4).map(|i| PlayerId(format!("u_{i}"))).collect();
+    let players: Vec<PlayerId> = (1..=4).map(|i| PlayerId::new(format!("u_{i}"))).collect();
     let options = engine::options::parse::<CockroachPoker>(None)?;
     let start = CockroachPoker::setup(
         SetupCtx { players: &players, options: &options, now: NOW, game_no: None },

@@ -37,7 +37,7 @@ fn or_die<T>(what: &str, r: anyhow::Result<T>) -> T {
 }
 
 fn tally_apply(c: &mut Criterion) {
-    let players: Vec<PlayerId> = (1..=4).map(|i| PlayerId(format!("u_{i}"))).collect();
+    let players: Vec<PlayerId> = (1..=4).map(|i| PlayerId::new(format!("u_{i}"))).collect();
     let options = TallyOptions { target: None };
     let setup = SetupCtx { players: &players, options: &options, now: NOW, game_no: None };
     let state = or_die("setup", Tally::setup(setup, &mut Rng::from_seed(Seed(1))).map_err(Into::into));

@@ -58,6 +58,8 @@ fn benches(c: &mut Criterion) {
     }
 
     let mut group = c.benchmark_group("halli_galli");
+    // What every apply pays before its rule logic: `apply` returns a new state.
+    group.bench_function("clone_state", |b| b.iter(|| black_box(&correct).clone()));
     group.bench_function("apply_flip", |b| {
         b.iter(|| HalliGalli::apply(black_box(&correct), &a, &flip, &ctx, &mut Rng::from_seed(Seed(1))))
     });

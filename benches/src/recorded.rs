@@ -24,7 +24,7 @@ fn start_entry<G: Game>(seed: Seed, players: &[PlayerId], options: &G::Options) 
         seed,
         players: players.to_vec(),
         bots: Vec::new(),
-        names: players.iter().map(|p| p.0.clone()).collect(),
+        names: players.iter().map(|p| p.to_string()).collect(),
         options_json: serde_json::to_string(options)?,
         state_version: G::STATE_VERSION,
         started_at: START_MS,
@@ -33,7 +33,7 @@ fn start_entry<G: Game>(seed: Seed, players: &[PlayerId], options: &G::Options) 
 }
 
 fn players(n: usize) -> Vec<PlayerId> {
-    (1..=n).map(|i| PlayerId(format!("u_{i:016}"))).collect()
+    (1..=n).map(|i| PlayerId::new(format!("u_{i:016}"))).collect()
 }
 
 /// A tally game (4 players, no target) of exactly `entries` bumps, players in turn,

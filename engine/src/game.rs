@@ -12,15 +12,19 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::{self, Debug};
+use std::sync::Arc;
 
 /// A player's id: the user id of the person (or bot) in that seat.
+///
+/// Shared, not owned: states hold a player's id in many places (seat order, per-player
+/// maps, the turn) and `apply` returns a new state, so cloning an id must not allocate.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct PlayerId(pub String);
+pub struct PlayerId(pub Arc<str>);
 
 impl PlayerId {
-    pub fn new(id: impl Into<String>) -> PlayerId {
-        PlayerId(id.into())
+    pub fn new(id: impl AsRef<str>) -> PlayerId {
+        PlayerId(Arc::from(id.as_ref()))
     }
 
     pub fn as_str(&self) -> &str {
@@ -42,7 +46,13 @@ impl fmt::Display for PlayerId {
 
 impl From<&str> for PlayerId {
     fn from(s: &str) -> PlayerId {
-        PlayerId(s.to_owned())
+        PlayerId(Arc::from(s))
+    }
+}
+
+impl From<String> for PlayerId {
+    fn from(s: String) -> PlayerId {
+        PlayerId(Arc::from(s))
     }
 }
 

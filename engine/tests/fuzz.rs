@@ -61,7 +61,7 @@ fn action_like(types: &'static [&'static str], fields: &'static [&'static str]) 
 
 /// A state of `G` after `steps` random legal inputs from `seed` (timers included).
 fn state_after<G: Game>(options: &G::Options, players: usize, seed: u64, steps: usize) -> (G::State, i64) {
-    let ps: Vec<PlayerId> = (1..=players).map(|i| PlayerId(format!("p{i}"))).collect();
+    let ps: Vec<PlayerId> = (1..=players).map(|i| PlayerId::new(format!("p{i}"))).collect();
     let mut rng = Rng::from_seed(Seed(u128::from(seed)));
     let mut choose = Rng::from_seed(Seed(u128::from(seed) + 1));
     let mut state = G::setup(SetupCtx { players: &ps, options, now: START, game_no: None }, &mut rng).unwrap();

@@ -258,7 +258,7 @@ async fn sit(
             let reply = cluster_of(&state)?
                 .request(&node, &path, |req| RoomCmd::TakeSeat {
                     req,
-                    user: user.id.0.clone(),
+                    user: user.id.to_string(),
                     name: user.name.clone(),
                     bot,
                 })
@@ -274,7 +274,7 @@ async fn leave(state: web::Data<AppState>, user: User, path: web::Path<String>) 
         Place::Local(room) => Ok(HttpResponse::Ok().json(room.leave_seat.send(LeaveSeat { user: user.id }).await??)),
         Place::Remote(node) => {
             let reply = cluster_of(&state)?
-                .request(&node, &path, |req| RoomCmd::LeaveSeat { req, user: user.id.0.clone() })
+                .request(&node, &path, |req| RoomCmd::LeaveSeat { req, user: user.id.to_string() })
                 .await;
             info_reply(reply)
         }
@@ -286,7 +286,7 @@ async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) 
     let game_pk = match where_is(&state, &path).await? {
         Place::Local(room) => room.start.send(Start { user: user.id }).await??,
         Place::Remote(node) => {
-            match cluster_of(&state)?.request(&node, &path, |req| RoomCmd::Start { req, user: user.id.0.clone() }).await
+            match cluster_of(&state)?.request(&node, &path, |req| RoomCmd::Start { req, user: user.id.to_string() }).await
             {
                 Reply::Start(Ok(pk)) => pk,
                 Reply::Start(Err(e)) => return Err(op_error(e)),

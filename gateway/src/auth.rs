@@ -55,7 +55,7 @@ pub struct User {
 
 impl From<Claims> for User {
     fn from(c: Claims) -> User {
-        User { id: PlayerId(c.sub), name: c.name }
+        User { id: PlayerId::from(c.sub), name: c.name }
     }
 }
 

@@ -8,6 +8,7 @@
 //! - [`server`]: shared state and `start`, which binds and serves.
 //! - [`api`]: the HTTP API of `PROTOCOL.md`.
 //! - [`ws`]: one session actor per WebSocket.
+//! - [`protocol`]: parsing of the client's WebSocket messages (fuzzed in `fuzz/`).
 //! - [`replay`]: replays of finished games for their players.
 //! - [`auth`]: HS256 bearer tokens.
 //! - [`error`]: the `{"code","reason"}` error shape.
@@ -18,6 +19,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod protocol;
 pub mod replay;
 pub mod server;
 pub mod telemetry;

@@ -6,6 +6,7 @@
 //! (alpha 0.2) and forwards it to its rooms, limits frame size and message rate, parses
 //! client messages and routes them to rooms. Rooms answer through `ToClient`.
 
+use crate::protocol::{parse, ClientMsg};
 use crate::server::AppState;
 use actix::fut;
 use actix::prelude::*;
@@ -48,7 +49,7 @@ pub async fn upgrade(
     let Some(claims) = token.as_deref().and_then(|t| state.auth.verify(t)) else {
         return Ok(crate::error::ApiError::unauthorized().into_response());
     };
-    let user = PlayerId(claims.sub);
+    let user = PlayerId::from(claims.sub);
     if !state.open_socket(&user) {
         let err = crate::error::ApiError::new(
             actix_web::http::StatusCode::TOO_MANY_REQUESTS,
@@ -120,29 +121,6 @@ enum Route {
     Remote(String),
 }
 
-/// What a client may send.
-enum ClientMsg {
-    Sub { room: String },
-    Unsub { room: String },
-    Act { room: String, cs: u64, action: Option<Value> },
-}
-
-/// Why a frame is not a client message: `(code, Korean reason)`.
-fn parse(text: &str) -> Result<ClientMsg, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("JSON이 아니에요 ({e})"))?;
-    let t = v.get("t").and_then(Value::as_str).ok_or("`t`가 없어요")?;
-    let room = || v.get("room").and_then(Value::as_str).map(str::to_owned).ok_or_else(|| "`room`이 없어요".to_owned());
-    match t {
-        "sub" => Ok(ClientMsg::Sub { room: room()? }),
-        "unsub" => Ok(ClientMsg::Unsub { room: room()? }),
-        "act" => {
-            let cs = v.get("cs").and_then(Value::as_u64).ok_or("`cs`는 0 이상의 정수여야 해요")?;
-            Ok(ClientMsg::Act { room: room()?, cs, action: v.get("a").cloned() })
-        }
-        other => Err(format!("알 수 없는 메시지 종류예요: {other}")),
-    }
-}
-
 impl WsSession {
     fn send_error(
         &self,
@@ -185,7 +163,7 @@ impl WsSession {
                 Route::Local(handle) => {
                     let _ = handle.rtt.try_send(RttSample { user: self.user.clone(), rtt_ms });
                 }
-                Route::Remote(node) => self.tell(node, room, RoomCmd::Rtt { user: self.user.0.clone(), rtt_ms }),
+                Route::Remote(node) => self.tell(node, room, RoomCmd::Rtt { user: self.user.to_string(), rtt_ms }),
             }
         }
     }
@@ -257,7 +235,7 @@ impl WsSession {
                     Some(Route::Remote(node)) => {
                         let cmd = RoomCmd::Act {
                             session: act.id.0,
-                            user: act.user.0.clone(),
+                            user: act.user.to_string(),
                             cs,
                             action_json: action.to_string(),
                         };
@@ -314,7 +292,7 @@ impl WsSession {
                 }
             }
             Route::Remote(node) => {
-                self.tell(node, &room, RoomCmd::Subscribe { session: self.id.0, user: self.user.0.clone() })
+                self.tell(node, &room, RoomCmd::Subscribe { session: self.id.0, user: self.user.to_string() })
             }
         }
         self.watching.insert(room.clone());

@@ -42,7 +42,7 @@ fn main() {
             room_id: format!("r{i:08}"),
             game: game.into(),
             options: None,
-            host: PlayerId(format!("u{i:08}a")),
+            host: PlayerId::new(format!("u{i:08}a")),
             host_name: "host".into(),
             grace_sec: 60,
             seed: None,
@@ -65,10 +65,10 @@ fn main() {
 
         for (k, room) in rooms[100..].iter().enumerate() {
             for seat in ["b", "c", "d"] {
-                let user = PlayerId(format!("u{:08}{seat}", k + 100));
+                let user = PlayerId::new(format!("u{:08}{seat}", k + 100));
                 room.take_seat.send(TakeSeat { user, name: seat.into(), bot: false }).await.unwrap().unwrap();
             }
-            room.start.send(Start { user: PlayerId(format!("u{:08}a", k + 100)) }).await.unwrap().unwrap();
+            room.start.send(Start { user: PlayerId::new(format!("u{:08}a", k + 100)) }).await.unwrap().unwrap();
         }
         let started = rss_bytes();
         println!(

@@ -841,9 +841,9 @@ impl<G: Game> Handler<TakeSeat> for RoomActor<G> {
             if self.seats.len() >= max {
                 return Err(ROOM_FULL);
             }
-            let n = (1..).find(|n| !self.seats.iter().any(|s| s.user.0 == format!("bot_{}_{n}", self.id))).unwrap_or(1);
+            let n = (1..).find(|n| !self.seats.iter().any(|s| s.user.as_str() == format!("bot_{}_{n}", self.id))).unwrap_or(1);
             self.seats.push(Seat {
-                user: PlayerId(format!("bot_{}_{n}", self.id)),
+                user: PlayerId::new(format!("bot_{}_{n}", self.id)),
                 name: format!("봇 {n}"),
                 bot: true,
             });

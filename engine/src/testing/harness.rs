@@ -146,7 +146,7 @@ impl<G: Game> Harness<G> {
         let mut choose = Rng::from_seed(Seed(u128::from(seed) ^ 0x4841_524e_4553_5300_0000_0000_0000_0000));
         let span = (self.players.end() - self.players.start() + 1) as u32;
         let n = self.players.start() + choose.int(span) as usize;
-        let players: Vec<PlayerId> = (1..=n).map(|i| PlayerId(format!("p{i}"))).collect();
+        let players: Vec<PlayerId> = (1..=n).map(|i| PlayerId::new(format!("p{i}"))).collect();
         let options = (self.options)(&mut choose, n);
         let game_seed = Seed(u128::from(seed).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c_c060_5ced_c835));
         let start = EPOCH_MS + i64::from(choose.int(1_000_000));

@@ -43,7 +43,7 @@ pub struct User {
 
 impl User {
     pub fn pid(&self) -> PlayerId {
-        PlayerId(self.id.clone())
+        PlayerId::new(&self.id)
     }
 }
 

@@ -328,7 +328,7 @@ impl ClusterNode {
             RoomCmd::Subscribe { session, user } => {
                 if let Some(out) = self.remote_out(from, session) {
                     let _ =
-                        handle.subscribe.try_send(Subscribe { session: SessionId(session), user: PlayerId(user), out });
+                        handle.subscribe.try_send(Subscribe { session: SessionId(session), user: PlayerId::from(user), out });
                 }
             }
             RoomCmd::Unsubscribe { session } => {
@@ -342,7 +342,7 @@ impl ClusterNode {
                 let action = serde_json::from_str(&action_json).unwrap_or(serde_json::Value::Null);
                 let act = Act {
                     session: SessionId(session),
-                    user: PlayerId(user),
+                    user: PlayerId::from(user),
                     cs,
                     action,
                     out,
@@ -351,7 +351,7 @@ impl ClusterNode {
                 let _ = handle.act.try_send(act);
             }
             RoomCmd::Rtt { user, rtt_ms } => {
-                let _ = handle.rtt.try_send(RttSample { user: PlayerId(user), rtt_ms });
+                let _ = handle.rtt.try_send(RttSample { user: PlayerId::from(user), rtt_ms });
             }
             RoomCmd::Info { req } => {
                 let reply = match handle.info.send(GetInfo).await {
@@ -361,21 +361,21 @@ impl ClusterNode {
                 self.reply(from, req, reply).await;
             }
             RoomCmd::TakeSeat { req, user, name, bot } => {
-                let reply = match handle.take_seat.send(TakeSeat { user: PlayerId(user), name, bot }).await {
+                let reply = match handle.take_seat.send(TakeSeat { user: PlayerId::from(user), name, bot }).await {
                     Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
             }
             RoomCmd::LeaveSeat { req, user } => {
-                let reply = match handle.leave_seat.send(LeaveSeat { user: PlayerId(user) }).await {
+                let reply = match handle.leave_seat.send(LeaveSeat { user: PlayerId::from(user) }).await {
                     Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
             }
             RoomCmd::Start { req, user } => {
-                let reply = match handle.start.send(Start { user: PlayerId(user) }).await {
+                let reply = match handle.start.send(Start { user: PlayerId::from(user) }).await {
                     Ok(r) => Reply::Start(r.map_err(op_error)),
                     Err(_) => Reply::NotHere,
                 };

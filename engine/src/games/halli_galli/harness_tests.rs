@@ -96,7 +96,7 @@ fn random_stale_and_locked_rings_are_refused_without_change() {
     for seed in 0..200u64 {
         let mut choose = Rng::from_seed(Seed(u128::from(seed) + 77));
         let n = 2 + choose.index(5);
-        let players: Vec<PlayerId> = (1..=n).map(|i| PlayerId(format!("p{i}"))).collect();
+        let players: Vec<PlayerId> = (1..=n).map(|i| PlayerId::new(format!("p{i}"))).collect();
         let mut options = random_options(&mut choose, n);
         options.wrong_ring_lockout_ms = 2000;
         let mut rng = Rng::from_seed(Seed(u128::from(seed)));

@@ -141,7 +141,7 @@ fn deck_has_56_cards_14_per_fruit_counts_5_3_3_2_1() {
 }
 
 pub(super) fn start(n: usize, options: &HalliGalliOptions, seed: u128) -> HalliGalliState {
-    let ps: Vec<PlayerId> = (1..=n).map(|i| PlayerId(format!("p{i}"))).collect();
+    let ps: Vec<PlayerId> = (1..=n).map(|i| PlayerId::new(format!("p{i}"))).collect();
     HalliGalli::setup(SetupCtx { players: &ps, options, now: T0, game_no: None }, &mut Rng::from_seed(Seed(seed)))
         .unwrap()
 }
@@ -190,7 +190,7 @@ fn setup_shuffles_seats_and_first_player_by_seed_and_counts_down_3_seconds() {
 #[test]
 fn setup_refuses_bad_player_counts() {
     for n in [1, 7] {
-        let ps: Vec<PlayerId> = (1..=n).map(|i| PlayerId(format!("p{i}"))).collect();
+        let ps: Vec<PlayerId> = (1..=n).map(|i| PlayerId::new(format!("p{i}"))).collect();
         let err = HalliGalli::setup(
             SetupCtx { players: &ps, options: &HalliGalliOptions::default(), now: 0, game_no: None },
             &mut Rng::from_seed(Seed(1)),

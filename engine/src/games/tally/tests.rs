@@ -5,7 +5,7 @@ use crate::testing::Harness;
 use serde_json::json;
 
 fn players(n: usize) -> Vec<PlayerId> {
-    (1..=n).map(|i| PlayerId(format!("p{i}"))).collect()
+    (1..=n).map(|i| PlayerId::new(format!("p{i}"))).collect()
 }
 
 fn start(n: usize, target: Option<u64>) -> TallyState {

@@ -139,7 +139,7 @@ fn view_json(s: &CockroachState, viewer: Option<&str>) -> Value {
 }
 
 fn players(n: usize) -> Vec<PlayerId> {
-    (1..=n).map(|i| PlayerId(format!("p{i}"))).collect()
+    (1..=n).map(|i| PlayerId::new(format!("p{i}"))).collect()
 }
 
 fn setup(n: usize, seed: u128, options: CockroachOptions) -> CockroachState {

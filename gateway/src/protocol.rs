@@ -1,0 +1,31 @@
+//! What a client may send over the WebSocket (`PROTOCOL.md`), parsed from one text frame.
+//!
+//! Kept apart from the session actor (`ws`) so it can be fuzzed on its own: the fuzz
+//! crate compiles this very file by path (`fuzz/src/lib.rs`), so it must use nothing
+//! but serde_json.
+
+use serde_json::Value;
+
+/// What a client may send.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ClientMsg {
+    Sub { room: String },
+    Unsub { room: String },
+    Act { room: String, cs: u64, action: Option<Value> },
+}
+
+/// Why a frame is not a client message: `(code, Korean reason)`.
+pub fn parse(text: &str) -> Result<ClientMsg, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("JSON이 아니에요 ({e})"))?;
+    let t = v.get("t").and_then(Value::as_str).ok_or("`t`가 없어요")?;
+    let room = || v.get("room").and_then(Value::as_str).map(str::to_owned).ok_or_else(|| "`room`이 없어요".to_owned());
+    match t {
+        "sub" => Ok(ClientMsg::Sub { room: room()? }),
+        "unsub" => Ok(ClientMsg::Unsub { room: room()? }),
+        "act" => {
+            let cs = v.get("cs").and_then(Value::as_u64).ok_or("`cs`는 0 이상의 정수여야 해요")?;
+            Ok(ClientMsg::Act { room: room()?, cs, action: v.get("a").cloned() })
+        }
+        other => Err(format!("알 수 없는 메시지 종류예요: {other}")),
+    }
+}
