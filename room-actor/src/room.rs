@@ -168,6 +168,8 @@ pub struct RoomActor<G: Game> {
     /// The RTT table as the log last recorded it (entries carry it when it changed).
     logged_rtt: BTreeMap<PlayerId, u32>,
     timer: Option<SpawnHandle>,
+    /// An append is in flight (its `ctx.wait` has not completed).
+    appending: bool,
     bot_rng: Rng,
     bot_pending: HashMap<PlayerId, (SpawnHandle, InputOf<G>)>,
     /// Time never runs backwards inside a room: `now` is at least the last logged `at`.
@@ -202,6 +204,7 @@ impl<G: Game> RoomActor<G> {
             rtt: BTreeMap::new(),
             logged_rtt: BTreeMap::new(),
             timer: None,
+            appending: false,
             bot_rng: Rng::from_seed(Seed::from_os().unwrap_or(Seed(now as u128))),
             bot_pending: HashMap::new(),
             last_at: now,
@@ -461,6 +464,20 @@ impl<G: Game> RoomActor<G> {
 
     /// Validates and applies `input`, then persists it; `false` if it was refused.
     fn process(&mut self, ctx: &mut Context<Self>, actor: GameActor, input: InputOf<G>, origin: Origin) -> bool {
+        if self.appending {
+            // actix 0.13 polls the context's spawned items (timer and bot wakes) once more
+            // after a mailbox handler started a `ctx.wait`, before it notices the wait: an
+            // input decided now would take the seq of the one in flight. Timer and bot
+            // inputs are decided again after the append (it re-arms the timer and re-plans
+            // the bots); a client is told to resend.
+            if let Origin::Client { cs, out, .. } = &origin {
+                Self::send(
+                    out,
+                    wire::error("room_unavailable", "잠시 후 같은 요청을 다시 보내 주세요", Some(&self.id), Some(*cs)),
+                );
+            }
+            return true;
+        }
         let now = self.now();
         let rtt_ms = actor.player().and_then(|p| self.rtt.get(p).copied());
         let Phase::Playing(run) = &self.phase else {
@@ -513,7 +530,9 @@ impl<G: Game> RoomActor<G> {
         };
         // Hold the mailbox until the store confirms: nothing is acknowledged or broadcast
         // before it is durable, and no later input overtakes this one.
+        self.appending = true;
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
+            act.appending = false;
             act.deps.metrics.store_append.observe(append_started.elapsed().as_secs_f64());
             match res {
                 Ok(()) => act.commit(ctx, entry, applied, rng, origin),
@@ -539,6 +558,7 @@ impl<G: Game> RoomActor<G> {
                         act.fenced(ctx);
                     } else {
                         act.rearm(ctx);
+                        act.schedule_bots(ctx);
                     }
                 }
             }
@@ -841,7 +861,9 @@ impl<G: Game> Handler<TakeSeat> for RoomActor<G> {
             if self.seats.len() >= max {
                 return Err(ROOM_FULL);
             }
-            let n = (1..).find(|n| !self.seats.iter().any(|s| s.user.as_str() == format!("bot_{}_{n}", self.id))).unwrap_or(1);
+            let n = (1..)
+                .find(|n| !self.seats.iter().any(|s| s.user.as_str() == format!("bot_{}_{n}", self.id)))
+                .unwrap_or(1);
             self.seats.push(Seat {
                 user: PlayerId::new(format!("bot_{}_{n}", self.id)),
                 name: format!("봇 {n}"),
