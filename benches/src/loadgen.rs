@@ -248,9 +248,9 @@ impl Stats {
 
 /// A guest session.
 #[derive(Clone, Debug)]
-struct Session {
-    user_id: String,
-    token: String,
+pub struct Session {
+    pub user_id: String,
+    pub token: String,
 }
 
 /// A connected, subscribed player of one room.
@@ -269,14 +269,14 @@ struct Restart {
     token: String,
 }
 
-fn ws_url(base: &str, token: &str) -> anyhow::Result<String> {
+pub fn ws_url(base: &str, token: &str) -> anyhow::Result<String> {
     let rest = base
         .strip_prefix("http://")
         .ok_or_else(|| anyhow!("url must start with http:// (got {base:?}): loadgen speaks plain HTTP only"))?;
     Ok(format!("ws://{}/ws?token={token}", rest.trim_end_matches('/')))
 }
 
-async fn post(http: &reqwest::Client, url: String, token: Option<&str>, body: Value) -> anyhow::Result<Value> {
+pub async fn post(http: &reqwest::Client, url: String, token: Option<&str>, body: Value) -> anyhow::Result<Value> {
     let mut req = http.post(&url).json(&body);
     if let Some(t) = token {
         req = req.bearer_auth(t);
@@ -301,7 +301,7 @@ async fn post(http: &reqwest::Client, url: String, token: Option<&str>, body: Va
     Ok(v)
 }
 
-async fn session(http: &reqwest::Client, base: &str, name: String) -> anyhow::Result<Session> {
+pub async fn session(http: &reqwest::Client, base: &str, name: String) -> anyhow::Result<Session> {
     let v = post(http, format!("{base}/api/session"), None, json!({ "name": name })).await?;
     let field = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned).ok_or_else(|| anyhow!("session: no {k}"));
     Ok(Session { user_id: field("userId")?, token: field("token")? })
@@ -351,9 +351,12 @@ async fn setup_room(cfg: &Config, http: &reqwest::Client, base: &str, i: usize) 
         }
         return Ok(players);
     }
+    // With several `--url`s the players of one room are spread over the nodes (player k
+    // of room i on node i + k), so in a cluster most of a room's traffic crosses nodes.
+    let node_of = |k: usize| cfg.urls.get((i + k) % cfg.urls.len().max(1)).map_or(base, String::as_str);
     let mut sessions = Vec::with_capacity(PLAYERS);
     for k in 0..PLAYERS {
-        sessions.push(session(http, base, format!("lg{i}-{k}")).await?);
+        sessions.push(session(http, node_of(k), format!("lg{i}-{k}")).await?);
     }
     let options = match cfg.game {
         GameKind::Tally => json!({"target": null}),
@@ -364,13 +367,14 @@ async fn setup_room(cfg: &Config, http: &reqwest::Client, base: &str, i: usize) 
         post(http, format!("{base}/api/rooms"), Some(&host.token), json!({"game": cfg.game.id(), "options": options}))
             .await?;
     let room = created.get("roomId").and_then(Value::as_str).ok_or_else(|| anyhow!("no roomId"))?.to_owned();
-    for s in &sessions[1..] {
-        post(http, format!("{base}/api/rooms/{room}/seats"), Some(&s.token), json!({})).await?;
+    for (k, s) in sessions.iter().enumerate().skip(1) {
+        post(http, format!("{}/api/rooms/{room}/seats", node_of(k)), Some(&s.token), json!({})).await?;
     }
     let mut players = Vec::with_capacity(PLAYERS);
     for (k, s) in sessions.iter().enumerate() {
-        let ws = join(base, &s.token, &room).await?;
-        let restart = (k == 0).then(|| Restart { http: http.clone(), base: base.to_owned(), token: s.token.clone() });
+        let ws = join(node_of(k), &s.token, &room).await?;
+        let restart =
+            (k == 0).then(|| Restart { http: http.clone(), base: node_of(k).to_owned(), token: s.token.clone() });
         players.push(Player { ws, me: s.user_id.clone(), room: room.clone(), restart });
     }
     post(http, format!("{base}/api/rooms/{room}/start"), Some(&host.token), json!({})).await?;
