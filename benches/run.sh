@@ -4,6 +4,11 @@
 #   benches/run.sh            # defaults below; override with the environment
 #   DURATION=20 HG_ROOMS=4500 benches/run.sh
 #   SKIP_BUILD=1 ROOMD_BIN=/path/to/roomd benches/run.sh   # measure a roomd built elsewhere
+#   SCENARIOS="roomd-tally roomd-cluster-tally" benches/run.sh
+#
+# roomd-cluster-tally runs the tally load against two cluster nodes and a private
+# redis-server (all on core 0), each room's players spread over both nodes; its CPU and
+# RSS columns are the sum of the three processes.
 #
 # The server (roomd or limit_server) is pinned to core 0 and loadgen to core 1 with
 # taskset. Every scenario starts a fresh server. Server CPU seconds (utime+stime) come
@@ -20,6 +25,8 @@ TALLY_INTERVAL_MS=${TALLY_INTERVAL_MS:-100}
 HG_ROOMS=${HG_ROOMS:-1000}         # halli-galli rooms (4 sockets each)
 HG_REACTION_MS=${HG_REACTION_MS:-250}
 PORT=${PORT:-18080}
+PORT2=${PORT2:-18081}
+REDIS_PORT=${REDIS_PORT:-18379}
 LIMIT_PORT=${LIMIT_PORT:-18090}
 RAMP_TIMEOUT=${RAMP_TIMEOUT:-300}
 OUT=${OUT:-benches/results.md}
@@ -33,16 +40,27 @@ fi
 BIN=$CARGO_TARGET_DIR/release
 ROOMD_BIN=${ROOMD_BIN:-$BIN/roomd}   # another roomd build to measure (e.g. a release of a commit)
 WORK=$(mktemp -d)
-SERVER_PID=""
+SERVER_PID=""   # one pid, or a comma-separated list (cluster)
 cleanup() {
-  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then kill "$SERVER_PID"; wait "$SERVER_PID" 2>/dev/null || true; fi
+  local pid
+  for pid in ${SERVER_PID//,/ }; do
+    if kill -0 "$pid" 2>/dev/null; then kill "$pid"; wait "$pid" 2>/dev/null || true; fi
+  done
 }
 trap cleanup EXIT
 
-cpu_s() { # utime+stime of $1 in seconds
-  awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / hz }' "/proc/$1/stat"
+cpu_s() { # utime+stime in seconds, summed over the comma-separated pids in $1
+  local pid total=0
+  for pid in ${1//,/ }; do
+    total=$(echo "$total + $(awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / hz }' "/proc/$pid/stat")" | bc -l)
+  done
+  echo "$total"
 }
-rss_kb() { awk '/^VmHWM:/ { print $2 }' "/proc/$1/status"; }
+rss_kb() { # peak RSS (VmHWM), summed over the pids in $1
+  local pid total=0
+  for pid in ${1//,/ }; do total=$((total + $(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status"))); done
+  echo "$total"
+}
 
 wait_port() { # wait until http://127.0.0.1:$1 accepts connections (30 s at most)
   for _ in $(seq 300); do
@@ -57,6 +75,25 @@ start_roomd() {
     taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
   SERVER_PID=$!
   wait_port "$PORT"
+}
+start_cluster() {
+  command -v redis-server >/dev/null || { echo "roomd-cluster-tally needs redis-server" >&2; return 1; }
+  taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+    --dir "$WORK" --logfile "$WORK/redis.log" &
+  local redis=$!
+  wait_port "$REDIS_PORT"
+  local secret; secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  local pids=$redis port id
+  for id in 1 2; do
+    port=$PORT; [[ $id == 2 ]] && port=$PORT2
+    ROOMD__HTTP__PORT=$port ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
+      ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
+      taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$id.log" 2>&1 &
+    pids="$pids,$!"
+  done
+  SERVER_PID=$pids
+  wait_port "$PORT"; wait_port "$PORT2"
+  sleep 2 # both nodes see each other (membership heartbeats)
 }
 start_limit() {
   taskset -c 0 "$BIN/limit_server" "$LIMIT_PORT" >"$WORK/limit.log" 2>&1 &
@@ -82,7 +119,7 @@ scenario() {
   cleanup; SERVER_PID=""
 }
 
-SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-halli-galli}
+SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-cluster-tally roomd-halli-galli}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 touch "$WORK/rows"
 if want limit-tally; then
@@ -92,6 +129,10 @@ fi
 if want roomd-tally; then
 start_roomd
 scenario roomd-tally --url "http://127.0.0.1:$PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
+fi
+if want roomd-cluster-tally; then
+start_cluster
+scenario roomd-cluster-tally --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
 fi
 if want roomd-halli-galli; then
 start_roomd
@@ -110,4 +151,9 @@ ratio=$(echo "if ($limit_dps > 0) $roomd_dps / $limit_dps * 100 else 0" | bc -l)
   cat "$WORK/rows"
   echo
   printf 'roomd tally fan-out: %.0f%% of the limit server'"'"'s deliveries per CPU-second (target ≥ 70%%).\n' "$ratio"
+  if [[ -f "$WORK/roomd-cluster-tally.json" && -f "$WORK/roomd-tally.json" ]]; then
+    single=$(jq '.latency.p99Ms' "$WORK/roomd-tally.json"); cluster=$(jq '.latency.p99Ms' "$WORK/roomd-cluster-tally.json")
+    printf 'cluster (2 nodes + Redis) tally p99 %.1f ms = %.2f× the single node'"'"'s %.1f ms at the same offered load (target ≤ 1.5×).\n' \
+      "$cluster" "$(echo "if ($single > 0) $cluster / $single else 0" | bc -l)" "$single"
+  fi
 } | tee "$OUT"

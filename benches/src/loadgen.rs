@@ -105,9 +105,10 @@ pub struct Config {
     pub bad_ring_rate: f64,
     /// Seed for the clients' choices (jitter, bad rings).
     pub seed: u64,
-    /// A server process on this machine whose CPU time (utime+stime) and RSS are read
-    /// from `/proc` at the start, when the window opens and when it closes.
-    pub server_pid: Option<u32>,
+    /// The server processes on this machine (a cluster: every node and Redis) whose CPU
+    /// time (utime+stime) and RSS are read from `/proc`, summed, at the start, when the
+    /// window opens and when it closes.
+    pub server_pids: Vec<u32>,
 }
 
 impl Default for Config {
@@ -124,7 +125,7 @@ impl Default for Config {
             reaction: Duration::from_millis(250),
             bad_ring_rate: 0.05,
             seed: 1,
-            server_pid: None,
+            server_pids: Vec::new(),
         }
     }
 }
@@ -176,7 +177,7 @@ pub struct Report {
     /// cores shows up here, and in the latency.
     pub server_runqueue_wait_s: Option<f64>,
     pub loadgen_runqueue_wait_s: Option<f64>,
-    /// With `server_pid`: the server's CPU seconds within the window.
+    /// With `server_pids`: the servers' CPU seconds within the window.
     pub server_cpu_s: Option<f64>,
     /// Updates delivered per server CPU-second (within the window).
     pub deliveries_per_cpu_s: Option<f64>,
@@ -202,6 +203,22 @@ pub fn proc_sample(pid: u32) -> Option<(f64, u64)> {
         status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
     // USER_HZ is 100 on every Linux this runs on (sysconf(_SC_CLK_TCK)).
     Some((ticks as f64 / 100.0, rss))
+}
+
+/// [`proc_sample`] summed over `pids`; `None` when empty or one cannot be read.
+fn sample_all(pids: &[u32]) -> Option<(f64, u64)> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().try_fold((0.0, 0), |(cpu, rss), pid| proc_sample(*pid).map(|(c, r)| (cpu + c, rss + r)))
+}
+
+/// [`runqueue_wait_s`] summed over `pids`.
+fn wait_all(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().try_fold(0.0, |sum, pid| runqueue_wait_s(*pid).map(|w| sum + w))
 }
 
 /// Seconds all threads of `pid` have waited on a run queue (`/proc/<pid>/task/*/schedstat`).
@@ -737,7 +754,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<Report> {
         .build()?;
     let (go_tx, go_rx) = watch::channel(None::<Instant>);
     let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
-    let at_start = cfg.server_pid.and_then(proc_sample);
+    let pids = cfg.server_pids.clone();
+    let at_start = sample_all(&pids);
     let ramp_started = Instant::now();
     let ramp_deadline = ramp_started + cfg.ramp_timeout;
     let mut setups = Vec::with_capacity(cfg.rooms);
@@ -789,23 +807,22 @@ pub async fn run(cfg: Config) -> anyhow::Result<Report> {
     report.connected_clients = clients.len();
     report.ramp_s = ramp_started.elapsed().as_secs_f64();
     let window_start = Instant::now();
-    let at_open = cfg.server_pid.and_then(proc_sample);
+    let at_open = sample_all(&pids);
     let me = std::process::id();
     let self_open = proc_sample(me);
-    let waits_open = (cfg.server_pid.and_then(runqueue_wait_s), runqueue_wait_s(me));
+    let waits_open = (wait_all(&pids), runqueue_wait_s(me));
     go_tx.send(Some(window_start + cfg.duration)).map_err(|_| anyhow!("no client is listening"))?;
-    let at_close = match cfg.server_pid {
-        Some(pid) => {
-            let close = window_start + cfg.duration;
-            tokio::spawn(async move {
-                sleep_until(close).await;
-                let waits = (runqueue_wait_s(pid), runqueue_wait_s(me));
-                (proc_sample(pid), proc_sample(me), waits)
-            })
-            .await
-            .ok()
-        }
-        None => None,
+    let at_close = if pids.is_empty() {
+        None
+    } else {
+        let close = window_start + cfg.duration;
+        tokio::spawn(async move {
+            sleep_until(close).await;
+            let waits = (wait_all(&pids), runqueue_wait_s(me));
+            (sample_all(&pids), proc_sample(me), waits)
+        })
+        .await
+        .ok()
     };
     let (at_close, self_close, waits_close) = at_close.unwrap_or((None, None, (None, None)));
     if let ((Some(s0), Some(l0)), (Some(s1), Some(l1))) = (waits_open, waits_close) {

@@ -121,6 +121,8 @@ pub struct Rooms {
     pub snapshot_every: u64,
     /// Open (not finished) rooms one user may host.
     pub max_open_per_user: usize,
+    /// Seconds an ended room nobody watches stays open.
+    pub ended_linger_s: u64,
 }
 
 impl Settings {
@@ -147,7 +149,8 @@ impl Settings {
             .set_default("ws.max_sockets_per_user", 8)?
             .set_default("rooms.grace_sec", 60)?
             .set_default("rooms.snapshot_every", 64)?
-            .set_default("rooms.max_open_per_user", 5)?;
+            .set_default("rooms.max_open_per_user", 5)?
+            .set_default("rooms.ended_linger_s", 60)?;
         let file = file.map(str::to_owned).or_else(|| std::env::var("ROOMD_CONFIG").ok());
         if let Some(path) = file {
             builder = builder.add_source(File::with_name(&path).required(true));

@@ -107,6 +107,7 @@ impl AppState {
             node_id: node_id.clone(),
             snapshot_every: settings.rooms.snapshot_every,
             clock: Clock::System,
+            ended_linger: Duration::from_secs(settings.rooms.ended_linger_s),
         };
         let cluster = match (redis, &settings.redis.url) {
             (Some(redis), Some(url)) => Some(ClusterNode::new(

@@ -46,6 +46,7 @@ impl Node {
             .env("ROOMD__CLUSTER__HEARTBEAT_MS", "300")
             .env("ROOMD__LOG__LEVEL", "warn")
             .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
+            .env("ROOMD__ROOMS__ENDED_LINGER_S", "2")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -620,4 +621,55 @@ async fn a_replay_is_served_by_a_node_that_never_hosted_the_game() {
         .await
         .unwrap();
     assert_eq!(games[0]["gamePk"], pk.as_str());
+}
+
+#[tokio::test]
+async fn an_ended_room_nobody_watches_closes_and_gives_its_lease_back() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [Node::start("ea", &prefix), Node::start("eb", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let (room, owner) = tally_room(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(10)).await;
+    let owner_node = match owner.as_str() {
+        "ea" => &nodes[0],
+        "eb" => &nodes[1],
+        other => panic!("unknown owner {other}"),
+    };
+    let lease_key = format!("{prefix}:{{room:{room}}}:lease");
+    let url = std::env::var("REDIS_URL").unwrap();
+    let lease = || {
+        let out = Command::new("redis-cli").args(["-u", &url, "GET", &lease_key]).output().expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert!(lease().starts_with(&owner), "the owner holds the lease: {:?}", lease());
+    // Play it out from node a, then stop watching.
+    let mut a = connect(&nodes[0], &alice).await;
+    send(&mut a, json!({"t": "sub", "room": room})).await;
+    next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
+    for cs in 1..=10u64 {
+        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+    }
+    next_where(&mut a, 10, |v| v["t"] == "result").await.expect("the game ends");
+    drop(a);
+    // Linger (2 s) + a renewal tick (0.5 s): the room is gone and its lease released,
+    // long before the lease itself would have expired had it been kept renewed.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !(lease().is_empty() && metric(&http, owner_node, "roomd_rooms").await == 0.0) {
+        assert!(tokio::time::Instant::now() < deadline, "lease {:?} still held", lease());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The finished game is still listed and its room info still answers.
+    let games: Value = http
+        .get(format!("{}/api/me/games", nodes[1].base))
+        .bearer_auth(&bob)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(games.as_array().map(Vec::len), Some(1), "{games}");
 }

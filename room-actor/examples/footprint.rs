@@ -36,6 +36,7 @@ fn main() {
             node_id: "footprint".into(),
             snapshot_every: 1000,
             clock: Clock::System,
+            ended_linger: room_actor::room::ENDED_LINGER,
         };
         let mut rooms: Vec<RoomHandle> = Vec::with_capacity(2 * n);
         let make = |i: usize, game: &str| NewRoom {

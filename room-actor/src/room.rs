@@ -37,6 +37,8 @@ pub struct RoomDeps {
     /// A snapshot every this many entries.
     pub snapshot_every: u64,
     pub clock: Clock,
+    /// How long an ended room nobody watches stays open ([`ENDED_LINGER`] by default).
+    pub ended_linger: Duration,
 }
 
 /// A new room as `POST /api/rooms` asks for it (options already validated).
@@ -658,14 +660,14 @@ impl<G: Game> RoomActor<G> {
     }
 
     /// Once the game has ended and nobody watches, the room closes after [`ENDED_LINGER`]
-    /// unless someone subscribes meanwhile. Embedded mode only: in cluster mode the node
-    /// holds the room's lease and decides its life.
+    /// unless someone subscribes meanwhile. In cluster mode the node then releases the
+    /// room's lease (it notices the room left the directory).
     fn close_if_abandoned(&mut self, ctx: &mut Context<Self>) {
         let abandoned = matches!(self.phase, Phase::Ended(..)) && self.subs.is_empty();
-        if !abandoned || self.lease.is_some() || self.close_timer.is_some() {
+        if !abandoned || self.close_timer.is_some() {
             return;
         }
-        self.close_timer = Some(ctx.run_later(ENDED_LINGER, |act, ctx| {
+        self.close_timer = Some(ctx.run_later(self.deps.ended_linger, |act, ctx| {
             act.close_timer = None;
             if matches!(act.phase, Phase::Ended(..)) && act.subs.is_empty() {
                 info!(room = %act.id, "ended room closed: nobody watching");
@@ -740,9 +742,11 @@ impl<G: Game> Actor for RoomActor<G> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        // A restored game resumes its timers and bots at once.
+        // A restored game resumes its timers and bots at once; a restored ended room
+        // nobody watches closes again.
         self.rearm(ctx);
         self.schedule_bots(ctx);
+        self.close_if_abandoned(ctx);
         self.deps.metrics.rooms.inc();
         info!(room = %self.id, game = G::ID, "room opened");
     }

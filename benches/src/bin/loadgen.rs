@@ -21,8 +21,9 @@ const USAGE: &str = "usage: loadgen [--url URL[,URL…]] [--game tally|halli-gal
   --ramp-timeout  longest ramp in seconds (default 120)
   --reaction-ms   halli-galli reaction delay (default 250; +0..50% jitter)
   --bad-ring-rate halli-galli chance per update of a wrong or stale ring (default 0.05)
-  --server-pid    a local server process: report its CPU-s in the window, deliveries/CPU-s,
-                  players/core and RSS growth per room and connection (from /proc)
+  --server-pid    local server processes (PID[,PID...], e.g. every node and Redis): report
+                  their summed CPU-s in the window, deliveries/CPU-s, players/core and RSS
+                  growth per room and connection (from /proc)
   --limit         the servers are limit_server: skip HTTP, tally only
   --json          print the report as JSON";
 
@@ -43,7 +44,9 @@ fn parse(args: &[String]) -> anyhow::Result<(Config, bool)> {
             "--reaction-ms" => cfg.reaction = Duration::from_millis(value()?.parse()?),
             "--bad-ring-rate" => cfg.bad_ring_rate = value()?.parse()?,
             "--seed" => cfg.seed = value()?.parse()?,
-            "--server-pid" => cfg.server_pid = Some(value()?.parse()?),
+            "--server-pid" => {
+                cfg.server_pids = value()?.split(',').map(|p| p.trim().parse()).collect::<Result<_, _>>()?;
+            }
             "--limit" => cfg.target = Target::Limit,
             "--json" => json = true,
             "-h" | "--help" => {

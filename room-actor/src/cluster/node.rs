@@ -327,8 +327,11 @@ impl ClusterNode {
         match cmd {
             RoomCmd::Subscribe { session, user } => {
                 if let Some(out) = self.remote_out(from, session) {
-                    let _ =
-                        handle.subscribe.try_send(Subscribe { session: SessionId(session), user: PlayerId::from(user), out });
+                    let _ = handle.subscribe.try_send(Subscribe {
+                        session: SessionId(session),
+                        user: PlayerId::from(user),
+                        out,
+                    });
                 }
             }
             RoomCmd::Unsubscribe { session } => {
@@ -425,6 +428,21 @@ impl ClusterNode {
                     .lock()
                     .map(|h| h.iter().map(|(r, t)| (r.clone(), t.clone())).collect())
                     .unwrap_or_default();
+                // A held room whose actor stopped (an ended room closed for want of
+                // watchers) gives its lease back instead of holding it forever. Rooms
+                // enter `held` only after their actor is in the directory.
+                let (held, closed): (Vec<_>, Vec<_>) =
+                    held.into_iter().partition(|(room, _)| node.deps.directory.handle(room).is_some());
+                for (room, token) in closed {
+                    if let Err(e) = node.leases.release(&room, &token).await {
+                        warn!(room = %room, error = %e, "closed room's lease not released; it will expire");
+                    }
+                    if let Ok(mut h) = node.held.lock() {
+                        if h.get(&room) == Some(&token) {
+                            h.remove(&room);
+                        }
+                    }
+                }
                 match node.leases.renew(&held).await {
                     Ok(lost) => {
                         for room in lost {

@@ -106,6 +106,7 @@ impl Node {
             node_id: "test-node".into(),
             snapshot_every: 16,
             clock,
+            ended_linger: room_actor::room::ENDED_LINGER,
         };
         Node { store, directory, deps }
     }
