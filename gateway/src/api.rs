@@ -286,7 +286,9 @@ async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) 
     let game_pk = match where_is(&state, &path).await? {
         Place::Local(room) => room.start.send(Start { user: user.id }).await??,
         Place::Remote(node) => {
-            match cluster_of(&state)?.request(&node, &path, |req| RoomCmd::Start { req, user: user.id.to_string() }).await
+            match cluster_of(&state)?
+                .request(&node, &path, |req| RoomCmd::Start { req, user: user.id.to_string() })
+                .await
             {
                 Reply::Start(Ok(pk)) => pk,
                 Reply::Start(Err(e)) => return Err(op_error(e)),
