@@ -412,35 +412,36 @@ struct WithView<V> {
     view: V,
 }
 
+/// The parts of a halli-galli view a scripted client plays from.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct HgView {
-    phase: String,
-    now: i64,
-    turn: Option<String>,
-    table_version: u64,
-    players: HashMap<String, HgPlayer>,
-    flip_allowed_at: i64,
-    can_flip: bool,
-    can_ring: bool,
+pub struct HgView {
+    pub phase: String,
+    pub now: i64,
+    pub turn: Option<String>,
+    pub table_version: u64,
+    pub players: HashMap<String, HgPlayer>,
+    pub flip_allowed_at: i64,
+    pub can_flip: bool,
+    pub can_ring: bool,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct HgPlayer {
-    top: Option<HgFace>,
-    active: bool,
+pub struct HgPlayer {
+    pub top: Option<HgFace>,
+    pub active: bool,
 }
 
 #[derive(Deserialize)]
-struct HgFace {
-    fruit: String,
-    count: u32,
+pub struct HgFace {
+    pub fruit: String,
+    pub count: u32,
 }
 
 impl HgView {
     /// Whether some fruit totals exactly five among the active players' tops.
-    fn has_five(&self) -> bool {
+    pub fn has_five(&self) -> bool {
         let mut sums: HashMap<&str, u32> = HashMap::new();
         for p in self.players.values().filter(|p| p.active) {
             if let Some(face) = &p.top {

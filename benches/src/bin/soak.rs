@@ -18,10 +18,9 @@
 //! step each of its players was in, and its sockets are dropped; it is never waited for.
 
 use anyhow::{anyhow, bail, Context};
-use benches::loadgen::{self, Session};
+use benches::loadgen::{self, HgView, Session};
 use engine::{Rng, Seed};
 use futures_util::{SinkExt, StreamExt};
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -468,44 +467,6 @@ async fn close_gracefully(ws: &mut Ws) -> anyhow::Result<()> {
             Ok(Some(Err(e))) => bail!("close: {e}"),
             Ok(Some(Ok(_))) => {}
         }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct HgView {
-    phase: String,
-    now: i64,
-    turn: Option<String>,
-    table_version: u64,
-    players: HashMap<String, HgPlayer>,
-    flip_allowed_at: i64,
-    can_flip: bool,
-    can_ring: bool,
-}
-
-#[derive(Deserialize)]
-struct HgPlayer {
-    top: Option<HgFace>,
-    active: bool,
-}
-
-#[derive(Deserialize)]
-struct HgFace {
-    fruit: String,
-    count: u32,
-}
-
-impl HgView {
-    /// Whether some fruit totals exactly five among the active players' tops.
-    fn has_five(&self) -> bool {
-        let mut sums: HashMap<&str, u32> = HashMap::new();
-        for p in self.players.values().filter(|p| p.active) {
-            if let Some(face) = &p.top {
-                *sums.entry(face.fruit.as_str()).or_default() += face.count;
-            }
-        }
-        sums.values().any(|s| *s == 5)
     }
 }
 
