@@ -12,6 +12,11 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// `GET url` with `token`, as JSON.
+async fn get_json(http: &reqwest::Client, url: String, token: &str) -> Value {
+    http.get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap()
+}
+
 /// The value of the sample `name` (without labels) on `node`'s `/metrics`.
 async fn metric(http: &reqwest::Client, node: &Node, name: &str) -> f64 {
     let text = http.get(format!("{}/metrics", node.base)).send().await.unwrap().text().await.unwrap();
@@ -173,15 +178,7 @@ async fn tally_room(
     }
     let started = http.post(format!("{}/api/rooms/{room}/start", via.base)).bearer_auth(host).send().await.unwrap();
     assert_eq!(started.status(), 200, "{}", started.text().await.unwrap());
-    let info: Value = http
-        .get(format!("{}/api/rooms/{room}", via.base))
-        .bearer_auth(host)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: Value = get_json(http, format!("{}/api/rooms/{room}", via.base), host).await;
     (room, info["node"].as_str().unwrap().to_owned())
 }
 
@@ -284,15 +281,7 @@ async fn sigkill_of_the_owner_loses_no_acknowledged_action_in_any_of_its_rooms()
         }
         let result = next_where(ws, 10, |v| v["t"] == "result").await.expect("game ends");
         assert_eq!(result["result"]["details"]["count"], 10);
-        let info: Value = http
-            .get(format!("{}/api/rooms/{room}", nodes[1].base))
-            .bearer_auth(&bob)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let info: Value = get_json(&http, format!("{}/api/rooms/{room}", nodes[1].base), &bob).await;
         assert_ne!(info["node"], "fc");
     }
     // Operators see the failover: the survivors count the rooms they restored.
@@ -385,15 +374,7 @@ async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() 
         assert!(std::time::Instant::now() < exit_deadline, "drained node did not exit");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let info: Value = http
-        .get(format!("{}/api/rooms/{room}", nodes[1].base))
-        .bearer_auth(&bob)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let info: Value = get_json(&http, format!("{}/api/rooms/{room}", nodes[1].base), &bob).await;
     assert_ne!(info["node"], "dc");
 }
 
@@ -611,15 +592,7 @@ async fn a_replay_is_served_by_a_node_that_never_hosted_the_game() {
     assert_eq!(replay.status(), 200);
     let body: Value = replay.json().await.unwrap();
     assert_eq!(body["scenes"], 11);
-    let games: Value = http
-        .get(format!("{}/api/me/games", nodes[2].base))
-        .bearer_auth(&bob)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let games: Value = get_json(&http, format!("{}/api/me/games", nodes[2].base), &bob).await;
     assert_eq!(games[0]["gamePk"], pk.as_str());
 }
 
@@ -661,15 +634,7 @@ async fn an_ended_room_nobody_watches_closes_and_gives_its_lease_back() {
         assert!(tokio::time::Instant::now() < deadline, "lease {:?} still held", lease());
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    // The finished game is still listed and its room info still answers.
-    let games: Value = http
-        .get(format!("{}/api/me/games", nodes[1].base))
-        .bearer_auth(&bob)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    // The finished game is still listed.
+    let games: Value = get_json(&http, format!("{}/api/me/games", nodes[1].base), &bob).await;
     assert_eq!(games.as_array().map(Vec::len), Some(1), "{games}");
 }
