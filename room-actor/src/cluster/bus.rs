@@ -13,8 +13,8 @@
 
 use crate::error::StoreError;
 use crate::log::{decode, encode};
+use crate::metrics::RoomMetrics;
 use futures_util::StreamExt;
-use prometheus::{Histogram, IntCounter};
 use redis::aio::ConnectionManager;
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -115,15 +115,6 @@ pub fn decode_frame(bytes: &[u8]) -> Result<(Envelope, SystemTime), FrameError> 
     Ok((envelope, sent))
 }
 
-/// What the subscriber records about the frames it receives.
-#[derive(Clone)]
-pub struct BusMetrics {
-    /// Publish → delivery to this node's bus loop.
-    pub lag: Histogram,
-    /// Frames dropped as truncated, malformed or from another version.
-    pub dropped: IntCounter,
-}
-
 pub fn channel(prefix: &str, node: &str) -> String {
     format!("{prefix}:bus:{node}")
 }
@@ -160,16 +151,16 @@ impl Publisher {
 
 /// Decodes one frame from the channel, recording its lag; a bad one is logged, counted
 /// and dropped, never allowed to take the node down.
-pub fn accept_frame(bytes: &[u8], metrics: &BusMetrics) -> Option<Envelope> {
+pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Envelope> {
     match decode_frame(bytes) {
         Ok((envelope, sent)) => {
             // A sender whose clock is ahead gives a negative lag: recorded as zero.
             let lag = SystemTime::now().duration_since(sent).unwrap_or_default();
-            metrics.lag.observe(lag.as_secs_f64());
+            metrics.bus_lag.observe(lag.as_secs_f64());
             Some(envelope)
         }
         Err(e) => {
-            metrics.dropped.inc();
+            metrics.bus_dropped.inc();
             match e {
                 FrameError::Version(v) => warn!(
                     version = v,
@@ -188,7 +179,7 @@ pub fn accept_frame(bytes: &[u8], metrics: &BusMetrics) -> Option<Envelope> {
 
 /// Subscribes to this node's channel and forwards decoded envelopes, resubscribing with
 /// backoff whenever Redis goes away, until the receiver is dropped.
-pub fn subscribe(url: String, prefix: String, node: String, metrics: BusMetrics) -> mpsc::UnboundedReceiver<Envelope> {
+pub fn subscribe(url: String, prefix: String, node: String, metrics: RoomMetrics) -> mpsc::UnboundedReceiver<Envelope> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
@@ -228,11 +219,8 @@ pub fn subscribe(url: String, prefix: String, node: String, metrics: BusMetrics)
 mod tests {
     use super::*;
 
-    fn metrics() -> BusMetrics {
-        BusMetrics {
-            lag: Histogram::with_opts(prometheus::HistogramOpts::new("lag", "lag")).unwrap(),
-            dropped: IntCounter::new("dropped", "dropped").unwrap(),
-        }
+    fn metrics() -> RoomMetrics {
+        RoomMetrics::unregistered().unwrap()
     }
 
     #[test]
@@ -252,13 +240,13 @@ mod tests {
             })),
         };
         assert_eq!(accept_frame(&encode_frame(&reply, SystemTime::now()).unwrap(), &m), Some(reply));
-        assert_eq!(m.lag.get_sample_count(), 2);
-        assert_eq!(m.dropped.get(), 0);
+        assert_eq!(m.bus_lag.get_sample_count(), 2);
+        assert_eq!(m.bus_dropped.get(), 0);
         assert_eq!(accept_frame(b"\x01\xff\xff\xff\xff\xff\xff\xff\xff\x00garbage", &m), None);
         assert_eq!(accept_frame(b"\x01\x00", &m), None);
         assert_eq!(accept_frame(&[], &m), None);
-        assert_eq!(m.dropped.get(), 3);
-        assert_eq!(m.lag.get_sample_count(), 2);
+        assert_eq!(m.bus_dropped.get(), 3);
+        assert_eq!(m.bus_lag.get_sample_count(), 2);
     }
 
     #[test]
@@ -279,10 +267,10 @@ mod tests {
         let (_, sent) = decode_frame(&frame).unwrap();
         assert!(SystemTime::now().duration_since(sent).unwrap() >= Duration::from_millis(250));
         accept_frame(&frame, &m).unwrap();
-        assert!(m.lag.get_sample_sum() >= 0.25, "{}", m.lag.get_sample_sum());
+        assert!(m.bus_lag.get_sample_sum() >= 0.25, "{}", m.bus_lag.get_sample_sum());
         // From a sender whose clock runs ahead: zero, not a panic.
         let ahead = encode_frame(&env, SystemTime::now() + Duration::from_secs(5)).unwrap();
         accept_frame(&ahead, &m).unwrap();
-        assert_eq!(m.lag.get_sample_count(), 2);
+        assert_eq!(m.bus_lag.get_sample_count(), 2);
     }
 }

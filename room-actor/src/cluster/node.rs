@@ -390,13 +390,11 @@ impl ClusterNode {
     /// Starts the bus loop, heartbeats, lease renewal and failover scans on the current
     /// actix system.
     pub fn run(self: &Arc<Self>) {
-        let bus_metrics =
-            bus::BusMetrics { lag: self.deps.metrics.bus_lag.clone(), dropped: self.deps.metrics.bus_dropped.clone() };
         let mut rx = bus::subscribe(
             self.config.redis_url.clone(),
             self.config.prefix.clone(),
             self.id().to_owned(),
-            bus_metrics,
+            self.deps.metrics.clone(),
         );
         let node = self.clone();
         actix::spawn(async move {
