@@ -475,8 +475,7 @@ impl ClusterNode {
     /// release its lease, so the nodes placement picks next restore them at once.
     /// Rooms are handed over `HANDOVER_CONCURRENCY` at a time; whatever is not done
     /// `within` is left to its lease, which expires and lets failover restore it.
-    /// Returns how many rooms were handed over and how many were left.
-    pub async fn hand_over_all(self: &Arc<Self>, within: Duration) -> (usize, usize) {
+    pub async fn hand_over_all(self: &Arc<Self>, within: Duration) {
         self.draining.store(true, Ordering::Relaxed);
         self.deps.metrics.drains.inc();
         if let Err(e) = self.members.heartbeat(self.id(), true, self.now_ms()).await {
@@ -506,7 +505,6 @@ impl ClusterNode {
         }
         let done = done.load(Ordering::Relaxed) as usize;
         info!(node = self.id(), handed_over = done, left = total - done, "drain handover finished");
-        (done, total - done)
     }
 
     /// Leaves the membership at once (after a drain).
