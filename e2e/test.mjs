@@ -213,8 +213,10 @@ async function cockroachPoker() {
   const done = { offer: 0, pass: 0, call: 0, greyed: false };
   let reloaded = false;
   let dropped = false;
-  await until('an offer, a peek+pass and a call', async () => {
-    if (done.offer && done.pass && done.call) return true;
+  await until('an offer, a peek+pass, a call, a reload and a dropped socket', async () => {
+    // Done once every move was tried and the page survived a reload and a dropped socket
+    // (quick bots can leave no gap for the drop before the three moves are done).
+    if (done.offer && done.pass && done.call && dropped && reloaded) return true;
     if (await roomResult(page)) throw new Error(`the game ended before every move was tried: ${JSON.stringify(done)}`);
     const v = await view(page);
     if (!v || !v.hand) return false;
