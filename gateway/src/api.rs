@@ -2,16 +2,17 @@
 
 use crate::auth::User;
 use crate::error::ApiError;
+use crate::limits::Kind;
 use crate::server::AppState;
 use actix_web::http::StatusCode;
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use engine::registry;
 use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
 use room_actor::cluster::bus::{Reply, RoomCmd};
 use room_actor::cluster::node::{ClusterNode, Owner};
 use room_actor::messages::GetInfo;
-use room_actor::messages::{LeaveSeat, Start, TakeSeat};
+use room_actor::messages::{LeaveSeat, RemoveSeat, Start, TakeSeat};
 use room_actor::spawn::{create_room, initial_info, CreateError, NewRoom};
 use room_actor::RoomStatus;
 use room_actor::{RoomHandle, RoomInfo};
@@ -21,7 +22,9 @@ use std::sync::atomic::Ordering;
 
 /// Largest JSON body the API reads.
 const MAX_BODY: usize = 64 * 1024;
-const MAX_NAME_CHARS: usize = 20;
+/// What a malformed body or query gets (the parser's own message goes to the log only:
+/// it quotes the client's input and names our fields).
+const BAD_REQUEST_REASON: &str = "요청 형식이 올바르지 않아요";
 
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(index))
@@ -38,6 +41,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route("/rooms/{room}", web::get().to(get_room))
                 .route("/rooms/{room}/seats", web::post().to(sit))
                 .route("/rooms/{room}/seats/me", web::delete().to(leave))
+                .route("/rooms/{room}/seats/{user}", web::delete().to(remove_seat))
                 .route("/rooms/{room}/start", web::post().to(start))
                 .route("/me/games", web::get().to(my_games))
                 .route("/replays/{game_pk}", web::get().to(crate::replay::get)),
@@ -52,7 +56,10 @@ pub fn json_config() -> web::JsonConfig {
             | actix_web::error::JsonPayloadError::OverflowKnownLength { .. } => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", "요청이 너무 커요")
             }
-            other => ApiError::bad_request("bad_json", format!("요청 형식이 올바르지 않아요 ({other})")),
+            other => {
+                tracing::info!(error = %other, "bad JSON body refused");
+                ApiError::bad_request("bad_json", BAD_REQUEST_REASON)
+            }
         };
         actix_web::Error::from(api)
     })
@@ -60,7 +67,8 @@ pub fn json_config() -> web::JsonConfig {
 
 pub fn query_config() -> web::QueryConfig {
     web::QueryConfig::default().error_handler(|err, _| {
-        ApiError::bad_request("bad_query", format!("요청 형식이 올바르지 않아요 ({err})")).into()
+        tracing::info!(error = %err, "bad query refused");
+        ApiError::bad_request("bad_query", BAD_REQUEST_REASON).into()
     })
 }
 
@@ -100,11 +108,16 @@ struct SessionBody {
     name: String,
 }
 
-async fn create_session(state: web::Data<AppState>, body: web::Json<SessionBody>) -> Result<HttpResponse, ApiError> {
-    let name = body.name.trim();
-    if name.is_empty() || name.chars().count() > MAX_NAME_CHARS || name.chars().any(char::is_control) {
-        return Err(ApiError::bad_request("bad_name", format!("이름은 1~{MAX_NAME_CHARS}자로 정해 주세요")));
-    }
+async fn create_session(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    body: web::Json<SessionBody>,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check(Kind::Session, &req)?;
+    let Some(name) = crate::names::clean_name(&body.name) else {
+        let (code, reason) = crate::names::BAD_NAME;
+        return Err(ApiError::bad_request(code, reason));
+    };
     let user_id = format!("u_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
     let token = state.auth.mint(&user_id, name).map_err(|_| {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "잠시 후 다시 시도해 주세요")
@@ -127,7 +140,13 @@ struct CreateBody {
 
 const GRACE_RANGE: std::ops::RangeInclusive<u32> = 5..=600;
 
-async fn create(state: web::Data<AppState>, user: User, body: web::Json<CreateBody>) -> Result<HttpResponse, ApiError> {
+async fn create(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    user: User,
+    body: web::Json<CreateBody>,
+) -> Result<HttpResponse, ApiError> {
+    state.limits.check(Kind::Room, &req)?;
     if state.draining.load(Ordering::Relaxed) {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -152,6 +171,7 @@ async fn create(state: web::Data<AppState>, user: User, body: web::Json<CreateBo
     if state.directory.open_rooms_of(&user.id) >= state.settings.rooms.max_open_per_user {
         return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_rooms", "열어 둔 방이 너무 많아요"));
     }
+    check_waiting_seats(&state, &user.id, None).await?;
     let room_id = format!("r_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let new = NewRoom {
         room_id: room_id.clone(),
@@ -162,9 +182,16 @@ async fn create(state: web::Data<AppState>, user: User, body: web::Json<CreateBo
         grace_sec,
         seed,
     };
-    let refused = |e: CreateError| match e {
-        CreateError::UnknownGame(g) => ApiError::bad_request("unknown_game", format!("없는 게임이에요: {g}")),
-        CreateError::Options(o) => ApiError::bad_request(o.code(), format!("{} ({o})", o.reason())),
+    let refused = |e: CreateError| {
+        tracing::info!(error = %e, "room refused");
+        match e {
+            CreateError::UnknownGame(_) => ApiError::bad_request("unknown_game", "없는 게임이에요"),
+            // The reason names the option key the client sent: only when it is short.
+            CreateError::Options(o) => match o.reason() {
+                reason if reason.chars().count() <= 60 => ApiError::bad_request(o.code(), reason),
+                _ => ApiError::bad_request(o.code(), "옵션을 확인해 주세요"),
+            },
+        }
     };
     match &state.cluster {
         None => {
@@ -246,10 +273,15 @@ async fn sit(
     let body: SitBody = if body.iter().all(u8::is_ascii_whitespace) {
         SitBody::default()
     } else {
-        serde_json::from_slice(&body)
-            .map_err(|e| ApiError::bad_request("bad_json", format!("요청 형식이 올바르지 않아요 ({e})")))?
+        serde_json::from_slice(&body).map_err(|e| {
+            tracing::info!(error = %e, "bad seat body refused");
+            ApiError::bad_request("bad_json", BAD_REQUEST_REASON)
+        })?
     };
     let bot = body.bot;
+    if !bot {
+        check_waiting_seats(&state, &user.id, Some(&path)).await?;
+    }
     match where_is(&state, &path).await? {
         Place::Local(room) => {
             Ok(HttpResponse::Ok().json(room.take_seat.send(TakeSeat { user: user.id, name: user.name, bot }).await??))
@@ -280,6 +312,53 @@ async fn leave(state: web::Data<AppState>, user: User, path: web::Path<String>) 
         }
         Place::Stored(_) => Err(ApiError::unavailable()),
     }
+}
+
+/// `DELETE /api/rooms/{room}/seats/{userId}`: the host removes a seated player (or bot)
+/// before the start.
+async fn remove_seat(
+    state: web::Data<AppState>,
+    user: User,
+    path: web::Path<(String, String)>,
+) -> Result<HttpResponse, ApiError> {
+    let (room, target) = path.into_inner();
+    match where_is(&state, &room).await? {
+        Place::Local(handle) => Ok(HttpResponse::Ok()
+            .json(handle.remove_seat.send(RemoveSeat { by: user.id, user: PlayerId::from(target) }).await??)),
+        Place::Remote(node) => {
+            let reply = cluster_of(&state)?
+                .request(&node, &room, |req| RoomCmd::RemoveSeat { req, by: user.id.to_string(), user: target })
+                .await;
+            info_reply(reply)
+        }
+        Place::Stored(_) => Err(ApiError::unavailable()),
+    }
+}
+
+/// Refuses a seat when `user` already sits in `rooms.max_waiting_seats_per_user` waiting
+/// rooms (other than `room`), so one guest cannot squat seats across the lobby.
+async fn check_waiting_seats(state: &AppState, user: &PlayerId, room: Option<&str>) -> Result<(), ApiError> {
+    let seated = if state.cluster.is_some() {
+        state
+            .store
+            .open_rooms()
+            .await
+            .map_err(|_| ApiError::unavailable())?
+            .iter()
+            .filter(|i| i.status == RoomStatus::Waiting && Some(i.room_id.as_str()) != room)
+            .filter(|i| i.seats.iter().any(|s| &s.user_id == user))
+            .count()
+    } else {
+        state.directory.waiting_seats_of(user, room)
+    };
+    if seated >= state.settings.rooms.max_waiting_seats_per_user {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_waiting_seats",
+            "시작을 기다리는 방에 너무 많이 앉아 있어요",
+        ));
+    }
+    Ok(())
 }
 
 async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {

@@ -4,10 +4,6 @@
 use config::{Config, Environment, File};
 use serde::Deserialize;
 
-/// The secret roomd uses when none is configured. Fine for a laptop; cluster mode
-/// refuses to start with it.
-pub const DEV_SECRET: &str = "roomd-dev-secret-change-me";
-
 #[derive(Clone, Debug, Deserialize)]
 pub struct Settings {
     pub http: Http,
@@ -21,6 +17,26 @@ pub struct Settings {
     pub cluster: Cluster,
     pub ws: Ws,
     pub rooms: Rooms,
+    #[serde(default)]
+    pub store: Store,
+}
+
+/// The embedded node's data directory (the generated token secret lives there).
+#[derive(Clone, Debug, Deserialize)]
+pub struct Store {
+    /// Data directory, relative to the working directory unless absolute.
+    #[serde(default = "default_store_path")]
+    pub path: String,
+}
+
+fn default_store_path() -> String {
+    "roomd-data".to_owned()
+}
+
+impl Default for Store {
+    fn default() -> Store {
+        Store { path: default_store_path() }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -30,6 +46,18 @@ pub struct Http {
     pub port: u16,
     /// HTTP worker threads; 0 = one per core.
     pub workers: usize,
+    /// Guest sessions, room creations and WebSocket upgrades one client address may
+    /// start per minute (each counted on its own), after the burst.
+    pub addr_rate_per_min: u32,
+    /// How many of each a client address may start at once before the rate applies.
+    pub addr_burst: u32,
+    /// CIDRs (comma-separated, or a list in a file) of reverse proxies whose
+    /// `X-Forwarded-For` is believed; default none: the peer address is the client.
+    #[serde(default, deserialize_with = "crate::limits::cidrs")]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// Open WebSocket sessions this node accepts in total (more: 503); keep it well
+    /// below the process's file-descriptor limit.
+    pub max_connections: usize,
 }
 
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -59,10 +87,14 @@ impl Default for Redis {
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct Auth {
-    /// HS256 secret for tokens.
-    pub secret: String,
+    /// HS256 secret for tokens. Unset: the embedded node generates one on first start
+    /// and keeps it in `<store.path>/auth-secret` (mode 0600); cluster mode requires it.
+    pub secret: Option<String>,
     /// Lifetime of guest tokens.
     pub token_ttl_s: u64,
+    /// Longest lifetime a token may claim (`exp` at most this far ahead): tokens minted
+    /// elsewhere with a longer one are refused.
+    pub max_token_lifetime_s: u64,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -123,6 +155,10 @@ pub struct Rooms {
     pub max_open_per_user: usize,
     /// Seconds an ended room nobody watches stays open.
     pub ended_linger_s: u64,
+    /// Seconds a room may wait for its start before it closes (squatting).
+    pub waiting_ttl_s: u64,
+    /// Waiting rooms one user may sit in at once (hosting included).
+    pub max_waiting_seats_per_user: usize,
 }
 
 impl Settings {
@@ -132,8 +168,11 @@ impl Settings {
             .set_default("http.bind", "127.0.0.1")?
             .set_default("http.port", 8080)?
             .set_default("http.workers", 0)?
-            .set_default("auth.secret", DEV_SECRET)?
+            .set_default("http.addr_rate_per_min", 30)?
+            .set_default("http.addr_burst", 20)?
+            .set_default("http.max_connections", 10_000)?
             .set_default("auth.token_ttl_s", 7 * 24 * 3600)?
+            .set_default("auth.max_token_lifetime_s", 30 * 24 * 3600)?
             .set_default("dev.allow_fixed_seed", false)?
             .set_default("log.format", "pretty")?
             .set_default("log.level", "info")?
@@ -150,7 +189,9 @@ impl Settings {
             .set_default("rooms.grace_sec", 60)?
             .set_default("rooms.snapshot_every", 64)?
             .set_default("rooms.max_open_per_user", 5)?
-            .set_default("rooms.ended_linger_s", 60)?;
+            .set_default("rooms.ended_linger_s", 60)?
+            .set_default("rooms.waiting_ttl_s", 30 * 60)?
+            .set_default("rooms.max_waiting_seats_per_user", 5)?;
         let file = file.map(str::to_owned).or_else(|| std::env::var("ROOMD_CONFIG").ok());
         if let Some(path) = file {
             builder = builder.add_source(File::with_name(&path).required(true));

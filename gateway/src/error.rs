@@ -13,11 +13,14 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: String,
     pub reason: String,
+    /// Sent as `Retry-After` (seconds) with a 429 or 503.
+    #[serde(skip)]
+    pub retry_after_s: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &str, reason: impl Into<String>) -> ApiError {
-        ApiError { status, code: code.to_owned(), reason: reason.into() }
+        ApiError { status, code: code.to_owned(), reason: reason.into(), retry_after_s: None }
     }
 
     pub fn bad_request(code: &str, reason: impl Into<String>) -> ApiError {
@@ -49,7 +52,11 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status).json(self)
+        let mut response = HttpResponse::build(self.status);
+        if let Some(s) = self.retry_after_s {
+            response.insert_header((actix_web::http::header::RETRY_AFTER, s.to_string()));
+        }
+        response.json(self)
     }
 }
 

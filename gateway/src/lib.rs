@@ -10,7 +10,9 @@
 //! - [`ws`]: one session actor per WebSocket.
 //! - [`protocol`]: parsing of the client's WebSocket messages (fuzzed in `fuzz/`).
 //! - [`replay`]: replays of finished games for their players.
-//! - [`auth`]: HS256 bearer tokens.
+//! - [`auth`]: HS256 bearer tokens and the generated secret.
+//! - [`limits`]: per-client-address limits (governor keyed by IP, trusted proxies).
+//! - [`names`]: display names and user-id shapes.
 //! - [`error`]: the `{"code","reason"}` error shape.
 //! - [`telemetry`]: logging setup.
 //! - [`web`]: the browser client's files (`static/`), embedded in the binary.
@@ -19,6 +21,8 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod limits;
+pub mod names;
 pub mod protocol;
 pub mod replay;
 pub mod server;

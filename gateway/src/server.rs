@@ -1,9 +1,11 @@
 //! The node: shared state, the actix-web app, and `run`.
 
 use crate::auth::Auth;
-use crate::config::{Settings, DEV_SECRET};
+use crate::config::Settings;
+use crate::limits::AddrLimits;
 use crate::{api, ws};
 use actix_web::dev::Server;
+use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
 use room_actor::cluster::node::{ClusterConfig, ClusterNode};
@@ -17,7 +19,60 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
-use tracing::warn;
+use tracing::{info, warn};
+
+/// The development secret older builds compiled in: public, so refused in any mode.
+const OLD_PUBLIC_SECRET: &str = "roomd-dev-secret-change-me";
+
+/// The web client's Content-Security-Policy: scripts, styles and connections from this
+/// origin only (no inline script or style), never framed.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+     connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// Headers every response carries unless its handler set its own: a strict CSP, no
+/// sniffing, no framing, no referrer, and `no-store` (API answers carry tokens and
+/// private views; static files set their own `no-cache`).
+pub fn security_headers() -> DefaultHeaders {
+    DefaultHeaders::new()
+        .add(("Content-Security-Policy", CSP))
+        .add(("X-Content-Type-Options", "nosniff"))
+        .add(("X-Frame-Options", "DENY"))
+        .add(("Referrer-Policy", "no-referrer"))
+        .add(("Cache-Control", "no-store"))
+}
+
+/// The token secret: configured, or (embedded mode only) generated once and kept in the
+/// data directory.
+fn token_secret(settings: &Settings) -> Result<String, StartError> {
+    if let Some(secret) = settings.auth.secret.as_deref().filter(|s| !s.is_empty()) {
+        if secret == OLD_PUBLIC_SECRET {
+            return Err(StartError::Config(
+                "ROOMD__AUTH__SECRET is the public development secret of older builds: choose a random one".into(),
+            ));
+        }
+        if secret.len() < 16 {
+            warn!("ROOMD__AUTH__SECRET is shorter than 16 characters; use 32 random bytes or more");
+        }
+        return Ok(secret.to_owned());
+    }
+    if settings.redis.url.is_some() {
+        return Err(StartError::Config(
+            "cluster mode (ROOMD__REDIS__URL set) needs ROOMD__AUTH__SECRET, the same on every node".into(),
+        ));
+    }
+    let dir = std::path::Path::new(&settings.store.path);
+    let (secret, path, created) = crate::auth::load_or_create_secret(dir)
+        .map_err(|e| StartError::Config(format!("token secret in {}: {e}", dir.display())))?;
+    let shown = path.canonicalize().unwrap_or(path);
+    if created {
+        info!(path = %shown.display(), "generated a token secret (ROOMD__AUTH__SECRET unset)");
+        eprintln!("roomd: generated a token secret in {} (set ROOMD__AUTH__SECRET to choose one)", shown.display());
+    } else {
+        info!(path = %shown.display(), "token secret from the data directory (ROOMD__AUTH__SECRET unset)");
+        eprintln!("roomd: token secret from {}", shown.display());
+    }
+    Ok(secret)
+}
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -62,6 +117,8 @@ pub struct AppState {
     pub replays: ReplayCache,
     /// Replay rebuilds running at once.
     pub replay_permits: tokio::sync::Semaphore,
+    /// Per-address limits on sessions, room creation and WebSocket upgrades.
+    pub limits: AddrLimits,
 }
 
 impl AppState {
@@ -74,14 +131,7 @@ impl AppState {
     }
 
     fn build(settings: Settings, redis: Option<RedisStore>) -> Result<AppState, StartError> {
-        if settings.redis.url.is_some() && settings.auth.secret == DEV_SECRET {
-            return Err(StartError::Config(
-                "cluster mode (ROOMD__REDIS__URL set) needs ROOMD__AUTH__SECRET: the default secret is public".into(),
-            ));
-        }
-        if settings.auth.secret == DEV_SECRET {
-            warn!("using the built-in development token secret; set ROOMD__AUTH__SECRET in production");
-        }
+        let secret = token_secret(&settings)?;
         let node_id = settings
             .node
             .id
@@ -108,6 +158,7 @@ impl AppState {
             snapshot_every: settings.rooms.snapshot_every,
             clock: Clock::System,
             ended_linger: Duration::from_secs(settings.rooms.ended_linger_s),
+            waiting_ttl: Duration::from_secs(settings.rooms.waiting_ttl_s),
         };
         let cluster = match (redis, &settings.redis.url) {
             (Some(redis), Some(url)) => Some(ClusterNode::new(
@@ -126,7 +177,12 @@ impl AppState {
         // Session ids are unique across nodes: a random high half per process.
         let session_base = u64::from(uuid::Uuid::new_v4().as_u128() as u32) << 32;
         Ok(AppState {
-            auth: Auth::new(&settings.auth.secret, settings.auth.token_ttl_s),
+            auth: Auth::new(&secret, settings.auth.token_ttl_s, settings.auth.max_token_lifetime_s),
+            limits: AddrLimits::new(
+                settings.http.addr_rate_per_min,
+                settings.http.addr_burst,
+                settings.http.trusted_proxies.clone(),
+            ),
             settings,
             node_id,
             directory,
@@ -204,6 +260,7 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
             .app_data(app_state.clone())
             .app_data(api::json_config())
             .app_data(api::query_config())
+            .wrap(security_headers())
             .configure(api::routes)
             .route("/ws", web::get().to(ws::upgrade))
     })
@@ -216,6 +273,17 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     if workers > 0 {
         server = server.workers(workers);
     }
+    // A bound on TCP connections per worker too (beyond it, accepting pauses): room for
+    // every WebSocket the node takes plus plain HTTP calls.
+    server = server.max_connections(state.settings.http.max_connections.saturating_add(256));
+    // Addresses back at a full burst are forgotten, so the limiter tables stay small.
+    let forget = state.clone();
+    actix_web::rt::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            forget.limits.forget_idle();
+        }
+    });
     let server = server.bind(&bind).map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
     let addr =
         server.addrs().first().copied().ok_or_else(|| StartError::Config(format!("no address bound for {bind}")))?;

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use tracing::{debug, info_span};
+use tracing::{debug, info, info_span};
 
 /// Rooms answer into the session's mailbox; a session that cannot keep up is closed
 /// instead of growing without bound.
@@ -39,16 +39,32 @@ struct TokenQuery {
     token: Option<String>,
 }
 
-/// `GET /ws?token=…`: refuses a bad or missing token with 401 before the upgrade.
+/// `GET /ws?token=…`: refuses an address over its upgrade limit with 429, a full node
+/// with 503, and a bad or missing token with 401, before the upgrade.
 pub async fn upgrade(
     req: HttpRequest,
     stream: web::Payload,
     state: web::Data<AppState>,
 ) -> actix_web::Result<HttpResponse> {
+    if let Err(e) = state.limits.check(crate::limits::Kind::Socket, &req) {
+        return Ok(e.into_response());
+    }
+    let open = state.live_sessions.lock().map(|l| l.len()).unwrap_or(0);
+    if open >= state.settings.http.max_connections {
+        info!(open, "WebSocket refused: node at http.max_connections");
+        let mut err = crate::error::ApiError::new(
+            actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+            "server_full",
+            "접속한 사람이 너무 많아요. 잠시 후 다시 시도해 주세요",
+        );
+        err.retry_after_s = Some(5);
+        return Ok(err.into_response());
+    }
     let token = web::Query::<TokenQuery>::from_query(req.query_string()).ok().and_then(|q| q.into_inner().token);
     let Some(claims) = token.as_deref().and_then(|t| state.auth.verify(t)) else {
         return Ok(crate::error::ApiError::unauthorized().into_response());
     };
+    let token_exp = claims.exp;
     let user = PlayerId::from(claims.sub);
     if !state.open_socket(&user) {
         let err = crate::error::ApiError::new(
@@ -74,6 +90,8 @@ pub async fn upgrade(
         over_limit: 0,
         window_start: Instant::now(),
         me: None,
+        token_exp,
+        fragments: None,
     };
     let response = ws::WsResponseBuilder::new(session, &req, stream).frame_size(settings.max_frame_bytes).start();
     if response.is_err() {
@@ -110,6 +128,18 @@ pub struct WsSession {
     /// This session's own address, once started (for answers from spawned tasks).
     me: Option<Addr<WsSession>>,
     window_start: Instant,
+    /// The token's `exp` (epoch s): the socket closes then (1008 after a
+    /// `token_expired` error), so an expired token keeps no socket alive.
+    token_exp: u64,
+    /// A fragmented message being reassembled: its kind and the bytes so far.
+    fragments: Option<(FragmentKind, Vec<u8>)>,
+}
+
+/// What a fragmented message started as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FragmentKind {
+    Text,
+    Binary,
 }
 
 /// Where a room is, as this session last found it.
@@ -188,11 +218,70 @@ impl WsSession {
         false
     }
 
+    /// Closes with `code` and a short reason, and stops.
+    fn close_with(&mut self, ctx: &mut ws::WebsocketContext<Self>, code: ws::CloseCode, why: &str) {
+        ctx.close(Some(ws::CloseReason { code, description: Some(why.into()) }));
+        ctx.stop();
+    }
+
+    /// One frame of a fragmented message: collected within `ws.max_frame_bytes` (larger
+    /// closes with 1009, like one big frame), handled when the last fragment arrives.
+    /// Every fragment counts against the message rate.
+    fn on_fragment(&mut self, item: actix_http::ws::Item, ctx: &mut ws::WebsocketContext<Self>) {
+        if !self.within_rate(ctx) {
+            // Dropped fragments would leave a broken message: refuse the whole socket
+            // only on a flood (within_rate closes then); else forget the partial message.
+            self.fragments = None;
+            return;
+        }
+        let max = self.state.settings.ws.max_frame_bytes;
+        let (kind, bytes, last) = match item {
+            actix_http::ws::Item::FirstText(b) => (Some(FragmentKind::Text), b, false),
+            actix_http::ws::Item::FirstBinary(b) => (Some(FragmentKind::Binary), b, false),
+            actix_http::ws::Item::Continue(b) => (None, b, false),
+            actix_http::ws::Item::Last(b) => (None, b, true),
+        };
+        match (kind, &mut self.fragments) {
+            (Some(_), Some(_)) | (None, None) => {
+                self.state.metrics.ws_errors.inc();
+                debug!(session = self.id.0, "fragment out of order");
+                return self.close_with(ctx, ws::CloseCode::Protocol, "fragment out of order");
+            }
+            (Some(kind), None) => self.fragments = Some((kind, Vec::with_capacity(bytes.len().min(max)))),
+            (None, Some(_)) => {}
+        }
+        let Some((kind, buf)) = self.fragments.as_mut() else { return };
+        if buf.len() + bytes.len() > max {
+            self.fragments = None;
+            self.state.metrics.ws_errors.inc();
+            return self.close_with(ctx, ws::CloseCode::Size, "message too large");
+        }
+        buf.extend_from_slice(&bytes);
+        if !last {
+            return;
+        }
+        let kind = *kind;
+        let Some((_, whole)) = self.fragments.take() else { return };
+        match (kind, String::from_utf8(whole)) {
+            (FragmentKind::Text, Ok(text)) => self.on_text(&text, ctx),
+            (FragmentKind::Text, Err(_)) => {
+                self.state.metrics.ws_errors.inc();
+                self.close_with(ctx, ws::CloseCode::Invalid, "text is not UTF-8");
+            }
+            (FragmentKind::Binary, _) => {
+                self.send_error(ctx, "bad_message", "텍스트(JSON) 메시지만 받아요", None, None)
+            }
+        }
+    }
+
     fn on_text(&mut self, text: &str, ctx: &mut ws::WebsocketContext<Self>) {
         let received = Instant::now();
         let msg = match parse(text) {
             Ok(msg) => msg,
-            Err(reason) => return self.send_error(ctx, "bad_message", &reason, None, None),
+            Err(reason) => {
+                debug!(session = self.id.0, len = text.len(), reason, "bad client message");
+                return self.send_error(ctx, "bad_message", &reason, None, None);
+            }
         };
         match msg {
             ClientMsg::Sub { room } => self.with_route(room, ctx, |act, room, route, resubscribed, ctx| match route {
@@ -359,6 +448,13 @@ impl Actor for WsSession {
         self.state.metrics.sessions.inc();
         let interval = Duration::from_secs(self.state.settings.ws.heartbeat_s.max(1));
         ctx.run_interval(interval, |act, ctx| act.heartbeat(ctx));
+        // The token's lifetime is the socket's: past `exp` the client must sign in again.
+        let left = self.token_exp.saturating_sub(jsonwebtoken::get_current_timestamp());
+        ctx.run_later(Duration::from_secs(left), |act, ctx| {
+            debug!(session = act.id.0, "token expired");
+            ctx.text(wire::error("token_expired", "로그인이 만료됐어요. 다시 로그인해 주세요", None, None));
+            act.close_with(ctx, ws::CloseCode::Policy, "token expired");
+        });
         if let Some(cluster) = &self.state.cluster {
             cluster.register_session(self.id.0, ctx.address().recipient());
             ctx.run_interval(Duration::from_secs(1), |act, ctx| act.recheck_routes(ctx));
@@ -464,7 +560,8 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
                 ctx.close(reason);
                 ctx.stop();
             }
-            Ok(ws::Message::Continuation(_)) | Ok(ws::Message::Nop) => {}
+            Ok(ws::Message::Continuation(item)) => self.on_fragment(item, ctx),
+            Ok(ws::Message::Nop) => {}
             Err(ws::ProtocolError::Overflow) => {
                 self.state.metrics.ws_errors.inc();
                 ctx.close(Some(ws::CloseReason {

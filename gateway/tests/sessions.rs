@@ -164,9 +164,9 @@ fn expect_401(result: Result<WsClient, tungstenite::Error>, what: &str) {
 async fn bad_tokens_are_refused_with_401_before_the_upgrade() {
     let server = start_server();
     let a = server.guest("도윤").await;
-    let secret = test_settings().auth.secret;
+    let secret = test_settings().auth.secret.unwrap();
     let now = jsonwebtoken::get_current_timestamp();
-    let claims = |exp| Claims { sub: a.id.clone(), name: "도윤".into(), exp };
+    let claims = |exp| Claims { sub: a.id.clone(), name: "도윤".into(), exp, nbf: None };
     let expired =
         encode(&Header::default(), &claims(now - 3600), &EncodingKey::from_secret(secret.as_bytes())).unwrap();
     let foreign =

@@ -37,6 +37,7 @@ fn main() {
             snapshot_every: 1000,
             clock: Clock::System,
             ended_linger: room_actor::room::ENDED_LINGER,
+            waiting_ttl: room_actor::room::WAITING_TTL,
         };
         let mut rooms: Vec<RoomHandle> = Vec::with_capacity(2 * n);
         let make = |i: usize, game: &str| NewRoom {

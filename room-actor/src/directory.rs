@@ -1,7 +1,9 @@
 //! The rooms this node knows: their public info (for listings) and their addresses.
 //! Each room actor keeps its own entry up to date; the gateway only reads.
 
-use crate::messages::{Act, GetInfo, Handover, LeaveSeat, RttSample, Start, Subscribe, TakeSeat, Unsubscribe};
+use crate::messages::{
+    Act, GetInfo, Handover, LeaveSeat, RemoveSeat, RttSample, Start, Subscribe, TakeSeat, Unsubscribe,
+};
 use actix::prelude::*;
 use engine::PlayerId;
 use serde::{Deserialize, Serialize};
@@ -56,6 +58,7 @@ pub struct RoomHandle {
     pub info: Recipient<GetInfo>,
     pub take_seat: Recipient<TakeSeat>,
     pub leave_seat: Recipient<LeaveSeat>,
+    pub remove_seat: Recipient<RemoveSeat>,
     pub start: Recipient<Start>,
     pub handover: Recipient<Handover>,
 }
@@ -124,6 +127,19 @@ impl Directory {
         self.rooms
             .read()
             .map(|r| r.values().filter(|e| &e.info.host == host && e.info.status != RoomStatus::Ended).count())
+            .unwrap_or(0)
+    }
+
+    /// Waiting rooms `user` sits in (hosting included), other than `except`.
+    pub fn waiting_seats_of(&self, user: &PlayerId, except: Option<&str>) -> usize {
+        self.rooms
+            .read()
+            .map(|r| {
+                r.values()
+                    .filter(|e| e.info.status == RoomStatus::Waiting && Some(e.info.room_id.as_str()) != except)
+                    .filter(|e| e.info.seats.iter().any(|s| &s.user_id == user))
+                    .count()
+            })
             .unwrap_or(0)
     }
 

@@ -96,6 +96,17 @@ pub struct LeaveSeat {
     pub user: PlayerId,
 }
 
+/// The host removes a seated player (or bot) before the start; the removed player's
+/// sockets are told why (`removed_from_seat`) and stay subscribed as spectators.
+#[derive(Message)]
+#[rtype(result = "Result<RoomInfo, RoomOpError>")]
+pub struct RemoveSeat {
+    /// Who asks (must be the host).
+    pub by: PlayerId,
+    /// Whose seat.
+    pub user: PlayerId,
+}
+
 /// Start the game (host only). Answers the new game's `gamePk`.
 #[derive(Message)]
 #[rtype(result = "Result<String, RoomOpError>")]

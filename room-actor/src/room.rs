@@ -39,6 +39,9 @@ pub struct RoomDeps {
     pub clock: Clock,
     /// How long an ended room nobody watches stays open ([`ENDED_LINGER`] by default).
     pub ended_linger: Duration,
+    /// How long a room may wait for its start before it closes ([`WAITING_TTL`] by
+    /// default), so nobody can hold seats in rooms that never start.
+    pub waiting_ttl: Duration,
 }
 
 /// A new room as `POST /api/rooms` asks for it (options already validated).
@@ -146,6 +149,8 @@ const TIMER_RETRY: Duration = Duration::from_secs(1);
 /// rooms do not stay in memory and in the directory for the life of the process. The
 /// game itself stays in the store (`GET /api/me/games`, replays).
 pub const ENDED_LINGER: Duration = Duration::from_secs(60);
+/// A room not started within this long after its creation closes.
+pub const WAITING_TTL: Duration = Duration::from_secs(30 * 60);
 
 pub struct RoomActor<G: Game> {
     id: String,
@@ -291,6 +296,7 @@ impl<G: Game> RoomActor<G> {
             info: addr.clone().recipient(),
             take_seat: addr.clone().recipient(),
             leave_seat: addr.clone().recipient(),
+            remove_seat: addr.clone().recipient(),
             start: addr.clone().recipient(),
             handover: addr.recipient(),
         };
@@ -676,6 +682,41 @@ impl<G: Game> RoomActor<G> {
         }));
     }
 
+    /// A room still waiting for its start [`RoomDeps::waiting_ttl`] after its creation
+    /// closes: watchers are told (`room_expired`) and, in cluster mode, the stored room
+    /// is marked ended so no node brings it back.
+    fn expire_if_never_started(&mut self, ctx: &mut Context<Self>) {
+        if !matches!(self.phase, Phase::Waiting) {
+            return;
+        }
+        let age = Duration::from_millis(u64::try_from(self.deps.clock.now_ms() - self.created_at).unwrap_or(0));
+        let left = self.deps.waiting_ttl.saturating_sub(age);
+        ctx.run_later(left, |act, ctx| {
+            if !matches!(act.phase, Phase::Waiting) {
+                return;
+            }
+            if act.starting {
+                // The start is being stored: look again shortly.
+                return act.expire_if_never_started(ctx);
+            }
+            info!(room = %act.id, "waiting room closed: not started in time");
+            let text: Arc<str> =
+                wire::error("room_expired", "오래 시작하지 않아서 방을 닫았어요", Some(&act.id), None).into();
+            act.send_all(|_| text.clone());
+            act.subs.clear();
+            let mut info = act.info();
+            info.status = RoomStatus::Ended;
+            let save = act.deps.store.put_room(&info);
+            let room = act.id.clone();
+            actix::spawn(async move {
+                if let Err(e) = save.await {
+                    warn!(room = %room, error = %e, "expired room not saved as ended");
+                }
+            });
+            ctx.stop();
+        });
+    }
+
     /// Re-arms the room's single timer at the earliest thing the server must do.
     fn rearm(&mut self, ctx: &mut Context<Self>) {
         if let Some(h) = self.timer.take() {
@@ -747,6 +788,7 @@ impl<G: Game> Actor for RoomActor<G> {
         self.rearm(ctx);
         self.schedule_bots(ctx);
         self.close_if_abandoned(ctx);
+        self.expire_if_never_started(ctx);
         self.deps.metrics.rooms.inc();
         info!(room = %self.id, game = G::ID, "room opened");
     }
@@ -818,8 +860,10 @@ impl<G: Game> Handler<Act> for RoomActor<G> {
         let action: G::Action = match serde_json::from_value(msg.action) {
             Ok(a) => a,
             Err(e) => {
-                let reason = format!("올바르지 않은 행동이에요 ({e})");
-                return self.reject(&origin, "bad_action", &reason);
+                // The decoder's message quotes the client's input: the log gets it, the
+                // client a short reason.
+                info!(room = %self.id, error = %e, "action does not decode");
+                return self.reject(&origin, "bad_action", "올바르지 않은 행동이에요");
             }
         };
         self.process(ctx, GameActor::Player(msg.user), Input::Client(action), origin);
@@ -927,6 +971,34 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
             }
             _ => Err(NOT_WAITING),
         }
+    }
+}
+
+impl<G: Game> Handler<RemoveSeat> for RoomActor<G> {
+    type Result = Result<RoomInfo, RoomOpError>;
+
+    fn handle(&mut self, msg: RemoveSeat, _ctx: &mut Context<Self>) -> Self::Result {
+        if msg.by != self.host {
+            return Err(NOT_HOST);
+        }
+        if !matches!(self.phase, Phase::Waiting) || self.starting {
+            return Err(NOT_WAITING);
+        }
+        if msg.user == self.host {
+            return Err(RoomOpError::new(409, "cannot_remove_host", "방장은 나가기로만 자리를 비울 수 있어요"));
+        }
+        if !self.is_seated(&msg.user) {
+            return Err(RoomOpError::new(404, "not_seated", "이 방에 앉아 있지 않아요"));
+        }
+        self.seats.retain(|s| s.user != msg.user);
+        info!(room = %self.id, user = %msg.user, "host removed a seated player");
+        let text: Arc<str> =
+            wire::error("removed_from_seat", "방장이 자리에서 내보냈어요", Some(&self.id), None).into();
+        for sub in self.subs.values().filter(|s| s.user == msg.user) {
+            Self::send(&sub.out, text.clone());
+        }
+        self.publish_info();
+        Ok(self.info())
     }
 }
 

@@ -47,11 +47,19 @@ impl User {
     }
 }
 
+/// The token secret of test servers (set, so no test node writes a data directory).
+pub const TEST_SECRET: &str = "gateway-tests-secret-0123456789abcdef";
+
 /// The settings every test server starts from: any free port, one worker, fixed seeds
-/// allowed, generous rate limits and heartbeat timeout (test clients that are not
+/// allowed, its own token secret, generous rate limits (per socket and per address: every
+/// test client comes from 127.0.0.1) and heartbeat timeout (test clients that are not
 /// reading for a while must not be closed for silence).
 pub fn test_settings() -> Settings {
     let mut s = Settings::load(None).expect("default settings load");
+    s.auth.secret = Some(TEST_SECRET.into());
+    s.http.addr_rate_per_min = 1_000_000;
+    s.http.addr_burst = 1_000_000;
+    s.rooms.max_waiting_seats_per_user = 1_000;
     s.http.bind = "127.0.0.1".into();
     s.http.port = 0;
     s.http.workers = 1;

@@ -32,6 +32,7 @@ pub enum RoomCmd {
     TakeSeat { req: u64, user: String, name: String, bot: bool },
     LeaveSeat { req: u64, user: String },
     Start { req: u64, user: String },
+    RemoveSeat { req: u64, by: String, user: String },
 }
 
 /// A room-level refusal carried back to the asking node.
@@ -72,7 +73,7 @@ pub enum Envelope {
 }
 
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
-pub const FRAME_VERSION: u8 = 1;
+pub const FRAME_VERSION: u8 = 2;
 const HEADER: usize = 9;
 
 fn unix_micros(at: SystemTime) -> u64 {

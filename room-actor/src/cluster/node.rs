@@ -11,7 +11,8 @@ use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
 use crate::messages::{
-    Act, GetInfo, LeaveSeat, RoomOpError, RttSample, SessionId, Start, Subscribe, TakeSeat, ToClient, Unsubscribe,
+    Act, GetInfo, LeaveSeat, RemoveSeat, RoomOpError, RttSample, SessionId, Start, Subscribe, TakeSeat, ToClient,
+    Unsubscribe,
 };
 use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
@@ -295,6 +296,7 @@ impl ClusterNode {
                 RoomCmd::Info { req }
                 | RoomCmd::TakeSeat { req, .. }
                 | RoomCmd::LeaveSeat { req, .. }
+                | RoomCmd::RemoveSeat { req, .. }
                 | RoomCmd::Start { req, .. } => {
                     self.reply(from, req, Reply::NotHere).await;
                 }
@@ -372,6 +374,14 @@ impl ClusterNode {
             }
             RoomCmd::LeaveSeat { req, user } => {
                 let reply = match handle.leave_seat.send(LeaveSeat { user: PlayerId::from(user) }).await {
+                    Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::RemoveSeat { req, by, user } => {
+                let msg = RemoveSeat { by: PlayerId::from(by), user: PlayerId::from(user) };
+                let reply = match handle.remove_seat.send(msg).await {
                     Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
                     Err(_) => Reply::NotHere,
                 };

@@ -107,6 +107,7 @@ impl Node {
             snapshot_every: 16,
             clock,
             ended_linger: room_actor::room::ENDED_LINGER,
+            waiting_ttl: room_actor::room::WAITING_TTL,
         };
         Node { store, directory, deps }
     }
