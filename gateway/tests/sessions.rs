@@ -110,7 +110,8 @@ async fn bad_socket_messages_get_precise_errors_and_change_nothing() {
     c.send(json!({"t": "dance", "room": room})).await;
     let e = c.next_of("error").await;
     assert_eq!(e["code"], "bad_message", "{e}");
-    assert!(e["reason"].as_str().unwrap().contains("dance"), "{e}");
+    // The reason is short and never quotes the client's frame.
+    assert!(!e["reason"].as_str().unwrap().contains("dance"), "{e}");
 
     let r = c.act("r_nowhere", 5, bump()).await;
     assert_eq!(

@@ -358,6 +358,11 @@ impl WsClient {
         self.latest.get(room).map(|(s, _)| *s).expect("a view of this room")
     }
 
+    /// Sends one raw frame (e.g. a fragment of a message).
+    pub async fn send_frame(&mut self, frame: tokio_tungstenite::tungstenite::protocol::frame::Frame) {
+        self.stream.send(Message::Frame(frame)).await.expect("send frame on websocket");
+    }
+
     /// Drops the connection without a close handshake.
     pub fn drop_connection(self) {
         drop(self.stream);
