@@ -70,8 +70,15 @@ wait_port() { # wait until http://127.0.0.1:$1 accepts connections (30 s at most
   echo "server on port $1 did not come up" >&2; return 1
 }
 
+# Every load client comes from 127.0.0.1: the per-address limits (guest sessions, rooms,
+# WebSocket upgrades) and the node's socket cap are raised far above the run's needs. A
+# secret of our own, so the embedded node writes no data directory into the tree.
+LOAD_ENV=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=100000000
+          ROOMD__HTTP__MAX_CONNECTIONS=1000000 ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER=1000000
+          ROOMD__STORE__PATH="$WORK/data")
 start_roomd() {
-  ROOMD__HTTP__PORT=$PORT ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
+  env "${LOAD_ENV[@]}" ROOMD__AUTH__SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+    ROOMD__HTTP__PORT=$PORT ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
     taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
   SERVER_PID=$!
   wait_port "$PORT"
@@ -86,7 +93,7 @@ start_cluster() {
   local pids=$redis port id
   for id in 1 2; do
     port=$PORT; [[ $id == 2 ]] && port=$PORT2
-    ROOMD__HTTP__PORT=$port ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
+    env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT=$port ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
       ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
       taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$id.log" 2>&1 &
     pids="$pids,$!"

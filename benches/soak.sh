@@ -31,10 +31,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-cluster=()
+# Every soak client comes from 127.0.0.1: the per-address limits and the socket cap are
+# raised; a secret of our own so the embedded node writes no data directory in the tree.
+cluster=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=100000000
+         ROOMD__HTTP__MAX_CONNECTIONS=1000000 ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER=1000000
+         ROOMD__AUTH__SECRET="soak-secret-$$-$RANDOM$RANDOM$RANDOM" ROOMD__STORE__PATH="$WORK/data")
 if [[ -n "${REDIS_URL:-}" ]]; then
-  cluster=(ROOMD__REDIS__URL="$REDIS_URL" ROOMD__REDIS__PREFIX="soak$$"
-           ROOMD__AUTH__SECRET="soak-secret-$$-$RANDOM$RANDOM")
+  cluster+=(ROOMD__REDIS__URL="$REDIS_URL" ROOMD__REDIS__PREFIX="soak$$")
 fi
 # shellcheck disable=SC2086
 env ROOMD__HTTP__BIND=127.0.0.1 ROOMD__HTTP__PORT=0 ROOMD__LOG__LEVEL=warn ROOMD__LOG__FORMAT=json \

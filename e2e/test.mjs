@@ -2,7 +2,9 @@
 // against a real roomd on a free loopback port. Usage: node test.mjs /path/to/roomd
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
 import path from 'node:path';
 import assert from 'node:assert/strict';
 
@@ -15,7 +17,15 @@ mkdirSync(SHOTS, { recursive: true });
 // ---- roomd ---------------------------------------------------------------------------
 
 function startRoomd() {
-  const env = { ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json' };
+  // A secret of its own and a temporary data directory (nothing written into the repo);
+  // every browser comes from 127.0.0.1, so the per-address limits are raised.
+  const data = mkdtempSync(path.join(os.tmpdir(), 'roomd-e2e-'));
+  process.on('exit', () => rmSync(data, { recursive: true, force: true }));
+  const env = {
+    ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
+    ROOMD__AUTH__SECRET: randomBytes(32).toString('hex'), ROOMD__STORE__PATH: data,
+    ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000',
+  };
   delete env.ROOMD__REDIS__URL; // embedded single-node mode: no Redis needed
   const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
@@ -83,13 +93,14 @@ async function createRoom(page, game, options) {
   return page.evaluate(() => window.__roomd.screen.room);
 }
 
-async function addBotsAndStart(page, n, shotName) {
+async function addBotsAndStart(page, n, shotName, start = true) {
   for (let i = 0; i < n; i++) {
     const before = await page.locator('#seats li').count();
     await page.click('#add-bot');
     await page.waitForFunction((c) => document.querySelectorAll('#seats li').length === c, before + 1);
   }
   if (shotName) await shot(page, shotName);
+  if (!start) return;
   await page.click('#start');
   await page.waitForSelector('#board');
 }
@@ -294,6 +305,57 @@ async function tally() {
   await shot(page, '16-tally-result');
 }
 
+/** Every element matching `sel` lies within the phone's width, and none overlap. */
+async function fitsAndApart(page, sel, what) {
+  const boxes = await page.$$eval(sel, (els) => els.map((e) => { const r = e.getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height }; }));
+  assert.ok(boxes.length > 0, `${what}: nothing matches ${sel}`);
+  for (const b of boxes) assert.ok(b.x >= -0.5 && b.x + b.w <= PHONE.width + 0.5, `${what}: ${sel} spans ${b.x}..${b.x + b.w} px`);
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i]; const b = boxes[j];
+    const ox = Math.min(a.x + a.w, b.x + b.w) - Math.max(a.x, b.x);
+    const oy = Math.min(a.y + a.h, b.y + b.h) - Math.max(a.y, b.y);
+    assert.ok(ox <= 0.5 || oy <= 0.5, `${what}: ${sel} #${i} and #${j} overlap`);
+  }
+  const width = await page.evaluate(() => document.scrollingElement.scrollWidth);
+  assert.ok(width <= PHONE.width, `${what}: the page is ${width}px wide`);
+}
+
+async function hostileNames() {
+  // The widest name the server accepts (20 × U+FDFD, one very wide glyph each) and a
+  // right-to-left name with digits and Latin in it.
+  const wide = '\uFDFD'.repeat(20);
+  const rtl = 'مرحبا abc 123 שלום';
+  const host = await newPage();
+  await login(host, wide);
+  await fitsAndApart(host, '#bar > *', 'the top bar of a wide name');
+  const room = await createRoom(host, 'cockroach-poker', {});
+  await addBotsAndStart(host, 1, null, false);
+  const guest = await newPage();
+  await login(guest, rtl);
+  await guest.waitForSelector(`#open-rooms li[data-room="${room}"]`);
+  await shot(guest, '17-lobby-hostile-names');
+  const line = `#open-rooms li[data-room="${room}"]`;
+  assert.equal(await guest.locator(`${line} bdi[dir="auto"]`).count(), 1, 'the host name is isolated');
+  await fitsAndApart(guest, `${line} > *`, 'a lobby line with a wide host name');
+  assert.ok(await guest.locator(`${line} button`).isVisible());
+  // The text after the name keeps its place: the name is isolated, not reordering it.
+  const text = await guest.locator(`${line} .grow`).textContent();
+  assert.ok(text.endsWith('명'), `lobby line reads ${text}`);
+  await guest.click(`${line} button`);
+  await guest.waitForSelector('#seats');
+  await host.waitForFunction(() => document.querySelectorAll('#seats li').length === 3);
+  await fitsAndApart(host, '#seats li', 'the seat list');
+  await fitsAndApart(host, '#seats li > *', 'seat lines');
+  await fitsAndApart(guest, '#bar > *', 'the top bar of a right-to-left name');
+  await host.click('#start');
+  for (const p of [host, guest]) {
+    await p.waitForSelector('#opponents .cp-opp');
+    await fitsAndApart(p, '#opponents .cp-opp', 'the cockroach poker opponents');
+  }
+  await shot(host, '18-cp-board-hostile-names');
+  assert.deepEqual(host.errors.concat(guest.errors), []);
+}
+
 async function staticFiles() {
   for (const [p, type] of [['/', 'text/html'], ['/static/app.js', 'text/javascript'], ['/static/style.css', 'text/css']]) {
     const r = await fetch(base + p);
@@ -310,6 +372,7 @@ const TESTS = [
   ['halli galli: lobby, bots, flips by key and click, spectate, reload, play to the end, replay', halliGalli],
   ['cockroach poker: offer, peek+pass, call, reload and reconnect mid-game', cockroachPoker],
   ['tally: the example board plays to its target', tally],
+  ['a wide or right-to-left name breaks neither the lobby nor a board at 390×844', hostileNames],
 ];
 
 let roomd;

@@ -17,6 +17,11 @@ fn start_server() -> SocketAddr {
             settings.http.bind = "127.0.0.1".into();
             settings.http.port = 0;
             settings.http.workers = 2;
+            // A secret of its own (no data directory written), and every client is
+            // 127.0.0.1: the per-address limits are raised for the run.
+            settings.auth.secret = Some("loadgen-smoke-secret-0123456789abcdef".into());
+            settings.http.addr_rate_per_min = 1_000_000;
+            settings.http.addr_burst = 1_000_000;
             let running = gateway::server::start(settings).unwrap();
             tx.send(running.addr).unwrap();
             running.server.await.unwrap();

@@ -168,6 +168,7 @@ impl Settings {
             .set_default("http.bind", "127.0.0.1")?
             .set_default("http.port", 8080)?
             .set_default("http.workers", 0)?
+            .set_default("store.path", "roomd-data")?
             .set_default("http.addr_rate_per_min", 30)?
             .set_default("http.addr_burst", 20)?
             .set_default("http.max_connections", 10_000)?

@@ -1,7 +1,7 @@
 // The roomd reference client: lobby, rooms, boards, results and replays. Hash routes:
 // #/ (lobby), #/room/{roomId}, #/replay/{gamePk}.
 
-import { h, toast, sound, clock, nameOf, withNames } from './ui.js';
+import { h, toast, sound, clock, nameOf, nameTag, withNames } from './ui.js';
 import { session, api, Socket } from './net.js';
 import * as halli from './halli.js';
 import * as cockroach from './cockroach.js';
@@ -56,7 +56,7 @@ async function route() {
   current = null;
   clearInterval(lobbyTimer);
   const s = session.get();
-  document.getElementById('me').textContent = s ? `${s.name}님` : '';
+  document.getElementById('me').replaceChildren(...(s ? [nameTag(s.name), '님'] : []));
   if (!s) return showLogin();
   ensureSocket(s);
   const path = location.hash.replace(/^#/, '') || '/';
@@ -143,7 +143,7 @@ async function showLobby() {
   const roomLine = (r, action) => {
     const host = r.seats.find((x) => x.userId === r.host)?.name || '';
     return h('li', { 'data-room': r.roomId },
-      h('span', { class: 'grow' }, h('b', {}, gameName(r.game)), ` · ${host}님의 방 · ${r.seats.length}/${r.maxPlayers ?? '?'}명`),
+      h('span', { class: 'grow' }, h('b', {}, gameName(r.game)), ' · ', nameTag(host), `님의 방 · ${r.seats.length}/${r.maxPlayers ?? '?'}명`),
       action);
   };
   const refresh = async () => {
@@ -207,7 +207,7 @@ async function showRoom(roomId) {
       head(),
       h('div', { class: 'panel' }, h('h3', {}, `자리 (${info.seats.length}/${info.maxPlayers ?? game.maxPlayers})`),
         h('ul', { class: 'list', id: 'seats' }, info.seats.map((x) => h('li', { 'data-user': x.userId },
-          h('span', { class: 'grow' }, x.bot ? '🤖 ' : '🙂 ', x.name, x.userId === s.userId ? ' (나)' : ''),
+          h('span', { class: 'grow' }, x.bot ? '🤖 ' : '🙂 ', nameTag(x.name), x.userId === s.userId ? ' (나)' : ''),
           x.userId === info.host ? h('span', { class: 'tag' }, '방장') : null,
           x.bot ? h('span', { class: 'tag' }, '봇') : null))),
         h('div', { class: 'row', style: 'margin-top:.5rem' },

@@ -51,8 +51,19 @@ export const sound = {
   vibrate(ms) { if (!this.muted && navigator.vibrate) navigator.vibrate(ms); },
 };
 
+/**
+ * A player's name for text: wrapped in Unicode isolates (FSI … PDI) so a right-to-left
+ * name cannot reorder the text around it.
+ */
 export function nameOf(names, id) {
-  return names[id] || (id ? id.slice(0, 8) : '?');
+  return isolate(names[id] || (id ? id.slice(0, 8) : '?'));
+}
+
+const isolate = (name) => `\u2068${name}\u2069`;
+
+/** A name as an element: <bdi dir="auto">, cut with an ellipsis where space runs out. */
+export function nameTag(name) {
+  return h('bdi', { class: 'nm', dir: 'auto', title: name }, name);
 }
 
 /** Server clock: views carry `now`; keep the offset to our clock. */
@@ -65,6 +76,6 @@ export const clock = {
 /** Result summaries name players by id (the engine has no names): show names instead. */
 export function withNames(text, names) {
   let out = text || '';
-  for (const [id, name] of Object.entries(names)) out = out.split(id).join(name);
+  for (const [id, name] of Object.entries(names)) out = out.split(id).join(isolate(name));
   return out;
 }

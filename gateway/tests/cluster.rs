@@ -51,6 +51,10 @@ impl Node {
             .env("ROOMD__CLUSTER__HEARTBEAT_MS", "300")
             .env("ROOMD__LOG__LEVEL", "warn")
             .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
+            // Every test client is 127.0.0.1.
+            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
+            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
+            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
             .env("ROOMD__ROOMS__ENDED_LINGER_S", "2")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -637,4 +641,51 @@ async fn an_ended_room_nobody_watches_closes_and_gives_its_lease_back() {
     // The finished game is still listed.
     let games: Value = get_json(&http, format!("{}/api/me/games", nodes[1].base), &bob).await;
     assert_eq!(games.as_array().map(Vec::len), Some(1), "{games}");
+}
+
+#[tokio::test]
+async fn the_host_removes_a_seated_player_through_a_node_that_does_not_own_the_room() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [Node::start("ka", &prefix), Node::start("kb", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    let (_, host) = token(&http, &nodes[0], "방장").await;
+    let (guest_id, guest) = token(&http, &nodes[0], "손님").await;
+    let created: Value = http
+        .post(format!("{}/api/rooms", nodes[0].base))
+        .bearer_auth(&host)
+        .json(&json!({"game": "tally"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let room = created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    let info = get_json(&http, format!("{}/api/rooms/{room}", nodes[0].base), &host).await;
+    // Every call below goes through the node that does not own the room (over the bus).
+    let via = if info["node"] == "ka" { &nodes[1] } else { &nodes[0] };
+    let r = http.post(format!("{}/api/rooms/{room}/seats", via.base)).bearer_auth(&guest).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let mut ws = connect(via, &guest).await;
+    send(&mut ws, json!({"t": "sub", "room": room})).await;
+    next_where(&mut ws, 10, |m| m["t"] == "sync").await.expect("sync through the other node");
+
+    let remove = |who: String, token: String| {
+        let http = http.clone();
+        let url = format!("{}/api/rooms/{room}/seats/{who}", via.base);
+        async move {
+            let r = http.delete(url).bearer_auth(token).send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap_or_default())
+        }
+    };
+    let (status, body) = remove(guest_id.clone(), guest.clone()).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("not_host")), "{body}");
+    let (status, body) = remove(guest_id.clone(), host.clone()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["seats"].as_array().unwrap().len(), 1, "{body}");
+    let told = next_where(&mut ws, 10, |m| m["t"] == "error").await.expect("the removed player is told");
+    assert_eq!((told["code"].as_str(), told["room"].as_str()), (Some("removed_from_seat"), Some(room.as_str())));
 }
