@@ -321,9 +321,10 @@ async function fitsAndApart(page, sel, what) {
 }
 
 async function hostileNames() {
-  // The widest name the server accepts (20 × U+FDFD, one very wide glyph each) and a
+  // Names as wide as the server accepts (U+FDFD is one very wide glyph where an Arabic
+  // font is installed; fullwidth Ｗ is wide everywhere), 20 characters, and a
   // right-to-left name with digits and Latin in it.
-  const wide = '\uFDFD'.repeat(20);
+  const wide = '\uFDFD'.repeat(10) + 'Ｗ'.repeat(10);
   const rtl = 'مرحبا abc 123 שלום';
   const host = await newPage();
   await login(host, wide);
