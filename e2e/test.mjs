@@ -3,7 +3,7 @@
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, createHmac } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import assert from 'node:assert/strict';
@@ -21,9 +21,10 @@ function startRoomd() {
   // every browser comes from 127.0.0.1, so the per-address limits are raised.
   const data = mkdtempSync(path.join(os.tmpdir(), 'roomd-e2e-'));
   process.on('exit', () => rmSync(data, { recursive: true, force: true }));
+  secret = randomBytes(32).toString('hex');
   const env = {
     ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
-    ROOMD__AUTH__SECRET: randomBytes(32).toString('hex'), ROOMD__STORE__PATH: data,
+    ROOMD__AUTH__SECRET: secret, ROOMD__STORE__PATH: data,
     ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000',
   };
   delete env.ROOMD__REDIS__URL; // embedded single-node mode: no Redis needed
@@ -46,6 +47,15 @@ function startRoomd() {
 
 let browser;
 let base;
+/** roomd's token secret: a login service of our own can mint tokens, as PROTOCOL.md allows. */
+let secret;
+
+/** An HS256 token with `claims`, signed like a login service sharing roomd's secret. */
+function mint(claims) {
+  const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const body = `${b64({ typ: 'JWT', alg: 'HS256' })}.${b64(claims)}`;
+  return `${body}.${createHmac('sha256', secret).update(body).digest('base64url')}`;
+}
 const contexts = [];
 
 async function newPage() {
@@ -333,7 +343,21 @@ async function hostileNames() {
   await addBotsAndStart(host, 1, null, false);
   const guest = await newPage();
   await login(guest, rtl);
+  // A name no guest could choose (300 unbroken characters, as a login service could put
+  // in a token): roomd refuses the token; were it accepted, its room is in the lobby too.
+  const longName = 'x'.repeat(300);
+  const minted = mint({ sub: 'u_e2elongname', name: longName, exp: Math.floor(Date.now() / 1000) + 600 });
+  const made = await fetch(base + '/api/rooms', {
+    method: 'POST', headers: { authorization: `Bearer ${minted}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ game: 'tally' }),
+  });
+  const longRoom = made.ok ? (await made.json()).roomId : null;
+  assert.ok(longRoom || made.status === 401, `a token with a 300-character name: ${made.status}`);
   await guest.waitForSelector(`#open-rooms li[data-room="${room}"]`);
+  if (longRoom) {
+    await guest.waitForSelector(`#open-rooms li[data-room="${longRoom}"]`);
+    await fitsAndApart(guest, `#open-rooms li[data-room="${longRoom}"] > *`, 'a lobby line with a 300-character host name');
+  }
   await shot(guest, '17-lobby-hostile-names');
   const line = `#open-rooms li[data-room="${room}"]`;
   assert.equal(await guest.locator(`${line} bdi[dir="auto"]`).count(), 1, 'the host name is isolated');
