@@ -119,6 +119,8 @@ pub struct AppState {
     pub replay_permits: tokio::sync::Semaphore,
     /// Per-address limits on sessions, room creation and WebSocket upgrades.
     pub limits: AddrLimits,
+    /// Sockets closed since the allocator was last trimmed ([`trim_after_closes`]).
+    pub closed_since_trim: AtomicU64,
 }
 
 impl AppState {
@@ -196,6 +198,7 @@ impl AppState {
             live_sessions: std::sync::Mutex::new(std::collections::HashMap::new()),
             replays: ReplayCache::new(Duration::from_secs(600), 32),
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
+            closed_since_trim: AtomicU64::new(0),
         })
     }
 }
@@ -276,18 +279,44 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     // A bound on TCP connections per worker too (beyond it, accepting pauses): room for
     // every WebSocket the node takes plus plain HTTP calls.
     server = server.max_connections(state.settings.http.max_connections.saturating_add(256));
-    // Addresses back at a full burst are forgotten, so the limiter tables stay small.
-    let forget = state.clone();
+    // Addresses back at a full burst are forgotten, so the limiter tables stay small; and
+    // memory freed by closed sockets goes back to the OS.
+    let chores = state.clone();
     actix_web::rt::spawn(async move {
+        let mut tick = 0u64;
         loop {
-            tokio::time::sleep(Duration::from_secs(60)).await;
-            forget.limits.forget_idle();
+            tokio::time::sleep(Duration::from_secs(10)).await;
+            tick += 1;
+            if tick % 6 == 0 {
+                chores.limits.forget_idle();
+            }
+            trim_after_closes(&chores);
         }
     });
     let server = server.bind(&bind).map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
     let addr =
         server.addrs().first().copied().ok_or_else(|| StartError::Config(format!("no address bound for {bind}")))?;
     Ok(Running { server: server.run(), addr, state })
+}
+
+/// Sockets closed since the last trim before the allocator is asked to give memory back.
+const TRIM_AFTER_CLOSES: u64 = 32;
+
+/// glibc keeps the memory of freed sockets in its arenas (2,000 sockets opened and closed
+/// left RSS 33 MiB up); after enough closes, `malloc_trim` returns the free pages to the
+/// OS. Runs on the blocking pool (it walks every arena). No-op off glibc.
+pub fn trim_after_closes(state: &AppState) {
+    if state.closed_since_trim.load(std::sync::atomic::Ordering::Relaxed) < TRIM_AFTER_CLOSES {
+        return;
+    }
+    state.closed_since_trim.store(0, std::sync::atomic::Ordering::Relaxed);
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    tokio::task::spawn_blocking(|| {
+        // SAFETY: malloc_trim only releases free memory of the allocator's own arenas; it
+        // takes the arena locks itself and touches no memory the program holds.
+        let released = unsafe { libc::malloc_trim(0) };
+        tracing::debug!(released, "allocator trimmed after sockets closed");
+    });
 }
 
 /// Drains the node (SIGTERM): `/readyz` goes false and no rooms are created; in cluster

@@ -466,6 +466,7 @@ impl Actor for WsSession {
     fn stopped(&mut self, _ctx: &mut Self::Context) {
         self.state.metrics.sessions.dec();
         self.state.close_socket(&self.user);
+        self.state.closed_since_trim.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut live) = self.state.live_sessions.lock() {
             live.remove(&self.id.0);
         }

@@ -5,6 +5,8 @@
 //!     target/release/roomd &              # note the printed address and the pid
 //!     cargo run --release -p benches --bin conn_footprint -- --url http://127.0.0.1:PORT --pid PID --sockets 5000
 //!
+//! Then it closes them and reports the RSS 2 s and 35 s later (memory given back).
+//!
 //! Rooms are tally rooms, one per 4 sockets, so the figure also carries a quarter of a
 //! small room; the open-files limit of this process and the server bound N.
 
@@ -66,6 +68,18 @@ async fn main() -> anyhow::Result<()> {
         "{sockets} idle subscribed sockets: server RSS {before} → {after} KiB, {:.1} KiB per socket",
         grown / sockets as f64
     );
-    drop(open);
+    // Memory given back once the sockets are gone (the node trims its allocator after
+    // sockets close: `server::trim_after_closes`).
+    for mut ws in open {
+        let _ = ws.close(None).await;
+    }
+    for wait in [2u64, 35] {
+        tokio::time::sleep(Duration::from_secs(wait)).await;
+        let (_, closed) = proc_sample(pid).ok_or_else(|| anyhow!("cannot read /proc/{pid}"))?;
+        println!(
+            "after closing them (+{wait} s): server RSS {closed} KiB ({:+.1} MiB against before they opened)",
+            (closed as f64 - before as f64) / 1024.0
+        );
+    }
     Ok(())
 }
