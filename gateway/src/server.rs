@@ -342,3 +342,37 @@ pub async fn drain(state: &AppState) {
         cluster.leave().await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> Settings {
+        let mut s = Settings::load(None).unwrap_or_else(|e| panic!("default settings: {e}"));
+        s.auth.secret = None;
+        s
+    }
+
+    #[test]
+    fn cluster_mode_needs_a_secret_and_nobody_gets_the_old_public_one() {
+        let mut cluster = settings();
+        cluster.redis.url = Some("redis://127.0.0.1:1/".into());
+        assert!(token_secret(&cluster).is_err());
+        cluster.auth.secret = Some("a-cluster-secret-0123456789abcdef".into());
+        assert_eq!(token_secret(&cluster).ok().as_deref(), Some("a-cluster-secret-0123456789abcdef"));
+        let mut old = settings();
+        old.auth.secret = Some(OLD_PUBLIC_SECRET.into());
+        assert!(token_secret(&old).is_err());
+    }
+
+    #[test]
+    fn an_embedded_node_without_a_secret_generates_one_in_its_data_directory() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("temp dir: {e}"));
+        let mut s = settings();
+        s.store.path = dir.path().join("data").to_string_lossy().into_owned();
+        let first = token_secret(&s).unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(first, OLD_PUBLIC_SECRET);
+        assert_eq!(token_secret(&s).ok(), Some(first));
+        assert!(dir.path().join("data").join(crate::auth::SECRET_FILE).exists());
+    }
+}
