@@ -287,7 +287,7 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
         loop {
             tokio::time::sleep(Duration::from_secs(10)).await;
             tick += 1;
-            if tick % 6 == 0 {
+            if tick.is_multiple_of(6) {
                 chores.limits.forget_idle();
             }
             trim_after_closes(&chores);
