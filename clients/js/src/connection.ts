@@ -164,6 +164,10 @@ export class Connection extends Emitter<ConnectionEvents> {
       p = { room: roomId, a, sentAt: Date.now(), resolve, reject };
     }) as Promise<AckMessage> & { cs: number };
     promise.cs = cs;
+    if (this.closed) {
+      p.reject(new ActionRejected({ room: roomId, cs, code: 'closed', reason: '연결을 닫았어요' }));
+      return promise;
+    }
     this.pending.set(key(roomId, cs), p);
     this.raw({ t: 'act', room: roomId, cs, a });
     return promise;

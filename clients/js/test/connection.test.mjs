@@ -226,5 +226,11 @@ test('unsub fails the room\'s pending actions; close fails the rest', async () =
     const p = room.act({ type: 'bump' });
     room.leave();
     await assert.rejects(p, (e) => e.code === 'unsubscribed');
+    const other = conn.room(roomId);
+    const q = other.act({ type: 'bump' });
+    conn.close();
+    await assert.rejects(q, (e) => e.code === 'closed');
+    await assert.rejects(other.act({ type: 'bump' }), (e) => e.code === 'closed');
+    assert.deepEqual(conn.unacknowledged(), []);
   } finally { Tap.filter = (m) => m; conn.close(); }
 });

@@ -101,6 +101,10 @@ export class Connection extends Emitter {
             p = { room: roomId, a, sentAt: Date.now(), resolve, reject };
         });
         promise.cs = cs;
+        if (this.closed) {
+            p.reject(new ActionRejected({ room: roomId, cs, code: 'closed', reason: '연결을 닫았어요' }));
+            return promise;
+        }
         this.pending.set(key(roomId, cs), p);
         this.raw({ t: 'act', room: roomId, cs, a });
         return promise;
