@@ -301,6 +301,10 @@ async function cockroachPoker() {
 async function tally() {
   const page = state.host || await newPage();
   if (!state.host) await login(page, '도윤');
+  // The page talks to roomd through the SDK (@roomd/client), not a copy of the protocol.
+  const loaded = await page.evaluate(() => performance.getEntriesByType('resource').map((e) => new URL(e.name).pathname));
+  assert.ok(loaded.includes('/static/sdk/connection.js'), `the SDK was not loaded: ${loaded.join(' ')}`);
+  assert.ok(!loaded.includes('/static/patch.js'));
   await page.goto(base + '/#/');
   await page.waitForSelector('#create');
   await createRoom(page, 'tally', { target: 10 });
@@ -382,7 +386,8 @@ async function hostileNames() {
 }
 
 async function staticFiles() {
-  for (const [p, type] of [['/', 'text/html'], ['/static/app.js', 'text/javascript'], ['/static/style.css', 'text/css']]) {
+  for (const [p, type] of [['/', 'text/html'], ['/static/app.js', 'text/javascript'], ['/static/style.css', 'text/css'],
+    ['/static/sdk/index.js', 'text/javascript'], ['/static/sdk/connection.js', 'text/javascript']]) {
     const r = await fetch(base + p);
     assert.equal(r.status, 200, p);
     assert.ok(r.headers.get('content-type').startsWith(type), `${p}: ${r.headers.get('content-type')}`);

@@ -2,8 +2,7 @@
 // shown on the game's own board (read-only). ⏮ ◀ ▶/⏸ ▶ ⏭, a slider, ←/→/Home/End.
 
 import { h, nameOf } from './ui.js';
-import { api } from './net.js';
-import { applyPatch } from './patch.js';
+import { api, replayScenes } from './net.js';
 
 /** Which board draws a view, from its shape (replays do not name the game). */
 function gameOf(view, hint) {
@@ -21,8 +20,7 @@ export async function showReplay(app, gamePk, { me, boards, gameName }) {
   const rec = mine.find((g) => g.gamePk === gamePk);
   const names = {};
   if (rec) rec.players.forEach((id, i) => { names[id] = rec.names?.[i] || id; });
-  const views = [rep.first];
-  for (const p of rep.patches) views.push(applyPatch(views[views.length - 1], p));
+  const views = replayScenes(rep);
   const total = views.length;
   const game = gameOf(rep.first, rec?.game);
   let at = 0;

@@ -1,0 +1,162 @@
+// The HTTP API (docs/protocol.md, /api/openapi.json) with nothing but the platform's fetch.
+import { applyPatch } from './patch.js';
+import { Connection } from './connection.js';
+/** An HTTP call that failed: the server's `code` and Korean `reason`, or `network`. */
+export class RoomdError extends Error {
+    status;
+    code;
+    reason;
+    /** Seconds to wait, from `Retry-After` on a 429 or 503. */
+    retryAfter;
+    constructor(status, code, reason, retryAfter = null) {
+        super(reason);
+        this.name = 'RoomdError';
+        this.status = status;
+        this.code = code;
+        this.reason = reason;
+        this.retryAfter = retryAfter;
+    }
+}
+function query(params) {
+    const q = new URLSearchParams();
+    for (const [k, v] of Object.entries(params))
+        if (v !== undefined && v !== null && v !== '')
+            q.set(k, String(v));
+    const s = q.toString();
+    return s ? `?${s}` : '';
+}
+/** The `cursor` of a `Link: <…>; rel="next"` header, if any. */
+export function nextCursor(link) {
+    if (!link)
+        return null;
+    for (const part of link.split(',')) {
+        const m = part.match(/<([^>]*)>\s*;\s*rel="?next"?/);
+        if (!m || m[1] === undefined)
+            continue;
+        const url = new URL(m[1], 'http://x');
+        return url.searchParams.get('cursor');
+    }
+    return null;
+}
+/** Every scene of a replay: `first`, then each patch applied to the scene before it. */
+export function replayScenes(replay) {
+    const scenes = [replay.first];
+    for (const p of replay.patches)
+        scenes.push(applyPatch(scenes[scenes.length - 1], p));
+    return scenes;
+}
+/** The HTTP API of one roomd node (or cluster address). */
+export class RoomdClient {
+    baseUrl;
+    token;
+    /** The user of [`token`], once known. */
+    userId = null;
+    fetchImpl;
+    constructor(opts = {}) {
+        const origin = typeof location !== 'undefined' ? location.origin : undefined;
+        const base = opts.baseUrl ?? origin;
+        if (!base)
+            throw new Error('RoomdClient needs a baseUrl outside a browser');
+        this.baseUrl = base.replace(/\/+$/, '');
+        this.token = opts.token ?? null;
+        this.fetchImpl = opts.fetch ?? ((input, init) => fetch(input, init));
+    }
+    /** One call: JSON in, JSON out; a non-2xx answer throws [`RoomdError`]. */
+    async request(method, path, body) {
+        return (await this.requestRaw(method, path, body)).data;
+    }
+    async requestRaw(method, path, body) {
+        const headers = {};
+        if (this.token)
+            headers.Authorization = `Bearer ${this.token}`;
+        if (body !== undefined)
+            headers['Content-Type'] = 'application/json';
+        let res;
+        try {
+            res = await this.fetchImpl(this.baseUrl + path, {
+                method,
+                headers,
+                body: body === undefined ? undefined : JSON.stringify(body),
+            });
+        }
+        catch {
+            throw new RoomdError(0, 'network', '서버에 연결할 수 없어요');
+        }
+        const text = await res.text();
+        let data = null;
+        try {
+            data = text ? JSON.parse(text) : null;
+        }
+        catch {
+            data = null;
+        }
+        if (!res.ok) {
+            const err = (data ?? {});
+            const retry = Number(res.headers.get('retry-after'));
+            throw new RoomdError(res.status, err.code || `http_${res.status}`, err.reason || `요청이 실패했어요 (${res.status})`, Number.isFinite(retry) && res.headers.has('retry-after') ? retry : null);
+        }
+        return { data: data, headers: res.headers };
+    }
+    /** `POST /api/session`: a guest session; the client uses its token from now on. */
+    async createSession(name) {
+        const s = await this.request('POST', '/api/session', { name });
+        this.token = s.token;
+        this.userId = s.userId;
+        return s;
+    }
+    /** `GET /api/games`: the catalog with Korean option labels. */
+    games() {
+        return this.request('GET', '/api/games');
+    }
+    /** `POST /api/rooms`: the caller hosts and takes the first seat. */
+    createRoom(body) {
+        return this.request('POST', '/api/rooms', body);
+    }
+    /** `GET /api/rooms`: open rooms, newest first. */
+    async listRooms(q = {}) {
+        const { data, headers } = await this.requestRaw('GET', `/api/rooms${query({ ...q })}`);
+        return { rooms: data, next: nextCursor(headers.get('link')) };
+    }
+    /** `GET /api/rooms/{roomId}`. */
+    room(roomId) {
+        return this.request('GET', `/api/rooms/${encodeURIComponent(roomId)}`);
+    }
+    /** `POST /api/rooms/{roomId}/seats`: sit yourself. */
+    sit(roomId) {
+        return this.request('POST', `/api/rooms/${encodeURIComponent(roomId)}/seats`, {});
+    }
+    /** `POST /api/rooms/{roomId}/seats` with `{"bot":true}` (host only). */
+    addBot(roomId) {
+        return this.request('POST', `/api/rooms/${encodeURIComponent(roomId)}/seats`, { bot: true });
+    }
+    /** `DELETE /api/rooms/{roomId}/seats/me`. */
+    leave(roomId) {
+        return this.request('DELETE', `/api/rooms/${encodeURIComponent(roomId)}/seats/me`);
+    }
+    /** `POST /api/rooms/{roomId}/start` (host only). */
+    start(roomId) {
+        return this.request('POST', `/api/rooms/${encodeURIComponent(roomId)}/start`);
+    }
+    /** `GET /api/me/games`: my finished games, newest first. */
+    myGames(q = {}) {
+        return this.request('GET', `/api/me/games${query(q)}`);
+    }
+    /** `GET /api/replays/{gamePk}` (participants only). See [`replayScenes`]. */
+    replay(gamePk) {
+        return this.request('GET', `/api/replays/${encodeURIComponent(gamePk)}`);
+    }
+    /** The WebSocket URL for this client's token. */
+    socketUrl() {
+        const u = new URL(this.baseUrl);
+        u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+        u.pathname = '/ws';
+        u.search = query({ token: this.token });
+        return u.toString();
+    }
+    /** Opens the WebSocket connection (it reconnects by itself until closed). */
+    connect(opts = {}) {
+        if (!this.token)
+            throw new Error('connect needs a token: createSession first');
+        return new Connection(this, opts);
+    }
+}
