@@ -4,7 +4,7 @@
 //!
 //! - `randomized_faults_lose_nothing_and_every_room_comes_back`: a seeded schedule of
 //!   SIGKILLs (restarted at once with the same node id), SIGSTOPs shorter and longer than
-//!   the lease and around the Redis client timeout, SIGTERM drains, Redis restarts and
+//!   the lease (5 s, the default) and around the Redis client timeout (2 s), SIGTERM drains, Redis restarts and
 //!   Redis pauses, against continuous play in 12 tally rooms with players on different
 //!   nodes. After each fault and at the end: every acknowledged action is in the log
 //!   exactly once, seqs are contiguous, no seq was acknowledged for two actions, nobody
@@ -216,9 +216,9 @@ async fn check_logs(store: &RedisStore, pks: &[String], seen: &Arc<Mutex<Seen>>)
 enum Fault {
     /// SIGKILL a node, restart it at once with the same node id.
     Kill,
-    /// SIGSTOP a node shorter than the lease (1.5 s).
+    /// SIGSTOP a node shorter than the Redis client timeout (2 s).
     StopShort,
-    /// SIGSTOP a node around the Redis client timeout (2 s), past the lease.
+    /// SIGSTOP a node around the Redis client timeout (2 s), within the lease (5 s).
     StopAroundTimeout,
     /// SIGSTOP a node well past the lease.
     StopLong,
@@ -226,7 +226,8 @@ enum Fault {
     Drain,
     /// SIGKILL Redis, start it again (AOF).
     RedisRestart,
-    /// SIGSTOP Redis past the client timeout: appends with unknown outcomes.
+    /// SIGSTOP Redis past the client timeout, within the lease: appends with unknown
+    /// outcomes.
     RedisPause,
 }
 
@@ -239,6 +240,11 @@ const FAULTS: [Fault; 7] = [
     Fault::RedisRestart,
     Fault::RedisPause,
 ];
+
+/// The production default lease (5 s): longer than the Redis client timeout (2 s), so a
+/// pause of Redis or of a node between the two leaves appends with unknown outcomes that
+/// no lease loss cleans up.
+const LEASE_MS: &str = "5000";
 
 /// Every room takes actions again within this long after a fault is over.
 const RECOVERY_BOUND: Duration = Duration::from_secs(45);
@@ -259,7 +265,10 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
     let url = redis.url();
     let prefix = format!("roomd-faults-{seed}");
     let mut nodes: Vec<Proc> = tokio::task::block_in_place(|| {
-        ["fa", "fb", "fc"].iter().map(|id| Proc::start(id, &prefix, &url, &[])).collect()
+        ["fa", "fb", "fc"]
+            .iter()
+            .map(|id| Proc::start(id, &prefix, &url, &[("ROOMD__CLUSTER__LEASE_MS", LEASE_MS)]))
+            .collect()
     });
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     for node in &nodes {
@@ -323,9 +332,9 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
             }
             Fault::StopShort | Fault::StopAroundTimeout | Fault::StopLong => {
                 let pause = match fault {
-                    Fault::StopShort => rng.ms(300, 1200),
-                    Fault::StopAroundTimeout => rng.ms(1700, 2600),
-                    _ => rng.ms(3000, 6000),
+                    Fault::StopShort => rng.ms(300, 1500),
+                    Fault::StopAroundTimeout => rng.ms(1700, 3500),
+                    _ => rng.ms(5500, 8000),
                 };
                 nodes[target].signal("STOP");
                 tokio::time::sleep(pause).await;
@@ -351,7 +360,7 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
                 tokio::task::block_in_place(|| redis.up());
             }
             Fault::RedisPause => {
-                let pause = rng.ms(2200, 3500);
+                let pause = rng.ms(2300, 3000);
                 redis.signal("STOP");
                 tokio::time::sleep(pause).await;
                 redis.signal("CONT");
