@@ -415,7 +415,7 @@ async fn wait_all_ack_after(seen: &Arc<Mutex<Seen>>, after: Instant, within: Dur
     loop {
         let silent: Vec<usize> = {
             let seen = seen.lock().unwrap();
-            (0..seen.ack_times.len()).filter(|r| !seen.ack_times[*r].last().is_some_and(|t| *t > after)).collect()
+            (0..seen.ack_times.len()).filter(|r| seen.ack_times[*r].last().is_none_or(|t| *t <= after)).collect()
         };
         if silent.is_empty() {
             return Ok(());
