@@ -559,7 +559,7 @@ impl ClusterNode {
     /// including rooms nobody is talking to (their timers must keep running).
     async fn scan_orphans(self: &Arc<Self>) -> Result<(), StoreError> {
         let nodes = self.placeable().await?;
-        let every_room = !self.scanned_once.swap(true, Ordering::Relaxed);
+        let every_room = !self.scanned_once.load(Ordering::Relaxed);
         for info in self.store.open_rooms().await? {
             if self.holds(&info.room_id) {
                 continue;
@@ -580,6 +580,8 @@ impl ClusterNode {
                 _ => {}
             }
         }
+        // Only a scan that went through counts: until one does, the next looks again.
+        self.scanned_once.store(true, Ordering::Relaxed);
         Ok(())
     }
 }
