@@ -394,7 +394,7 @@ async fn where_is(state: &AppState, room: &str) -> Result<Place, ApiError> {
     match cluster.locate(room).await.map_err(|_| ApiError::unavailable())? {
         Owner::Here(handle) => Ok(Place::Local(handle)),
         Owner::There(node) => Ok(Place::Remote(node)),
-        Owner::Unknown => state
+        Owner::Unknown | Owner::Moving => state
             .store
             .room(room)
             .await

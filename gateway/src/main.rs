@@ -19,11 +19,18 @@ fn config_arg() -> Option<String> {
 #[actix_web::main]
 async fn main() -> anyhow::Result<()> {
     let settings = Settings::load(config_arg().as_deref()).context("reading settings")?;
-    gateway::telemetry::init(&settings.log);
+    let logs = gateway::telemetry::init(&settings.log);
     let running = gateway::server::start_node(settings).await.context("starting roomd")?;
     let mode = if running.state.settings.redis.url.is_some() { "cluster" } else { "embedded single node" };
     tracing::info!(addr = %running.addr, node = %running.state.node_id, mode, "roomd listening");
-    println!("roomd listening on http://{} ({mode}, node {})", running.addr, running.state.node_id);
+    {
+        // The one line scripts read to learn the address. Written without `println!`,
+        // which panics when nobody reads stdout any more: a dead reader is ignored.
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "roomd listening on http://{} ({mode}, node {})", running.addr, running.state.node_id);
+        let _ = out.flush();
+    }
     let server = running.server;
     let handle = server.handle();
     let state = running.state.clone();
@@ -33,9 +40,10 @@ async fn main() -> anyhow::Result<()> {
         gateway::server::drain(&state).await;
         handle.stop(true).await;
     });
-    server.await.context("serving")?;
+    let served = server.await.context("serving");
     tracing::info!("stopped");
-    Ok(())
+    logs.flush_and_close();
+    served
 }
 
 /// SIGTERM (orchestrators) or SIGINT (Ctrl-C), whichever comes first.

@@ -142,6 +142,15 @@ enum FragmentKind {
     Binary,
 }
 
+/// Why a lookup found no route.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    /// No such room: `unknown_room`.
+    Unknown,
+    /// The room exists but is moving, or the store did not answer: `room_unavailable`.
+    Moving,
+}
+
 /// Where a room is, as this session last found it.
 #[derive(Clone)]
 enum Route {
@@ -285,11 +294,17 @@ impl WsSession {
         };
         match msg {
             ClientMsg::Sub { room } => self.with_route(room, ctx, |act, room, route, resubscribed, ctx| match route {
-                None => act.send_error(ctx, "unknown_room", "없는 방이에요", Some(&room), None),
+                Err(Missing::Unknown) => act.send_error(ctx, "unknown_room", "없는 방이에요", Some(&room), None),
+                Err(Missing::Moving) => {
+                    // The room exists but is moving: watched from now on, so the route
+                    // check subscribes as soon as its new owner answers (with a sync).
+                    act.watching.insert(room.clone());
+                    act.send_error(ctx, "room_unavailable", "잠시 후 다시 시도해 주세요", Some(&room), None);
+                }
                 // Found again after a move: `with_route` has just subscribed (and the
                 // room answers with a sync), so once is enough.
-                Some(_) if resubscribed => {}
-                Some(route) => act.subscribe(room, route, ctx),
+                Ok(_) if resubscribed => {}
+                Ok(route) => act.subscribe(room, route, ctx),
             }),
             ClientMsg::Unsub { room } => {
                 match self.watching.remove(&room).then(|| self.rooms.remove(&room)).flatten() {
@@ -305,11 +320,19 @@ impl WsSession {
                     return ctx.text(wire::reject(&room, cs, "bad_action", "행동(`a`)이 없어요"));
                 };
                 self.with_route(room, ctx, move |act, room, route, _, ctx| match route {
-                    None => {
+                    Err(Missing::Unknown) => {
                         act.state.metrics.ws_errors.inc();
                         ctx.text(wire::reject(&room, cs, "unknown_room", "없는 방이에요"));
                     }
-                    Some(Route::Local(handle)) => {
+                    // Not a reject: the room exists, the client resends the same cs.
+                    Err(Missing::Moving) => act.send_error(
+                        ctx,
+                        "room_unavailable",
+                        "잠시 후 같은 요청을 다시 보내 주세요",
+                        Some(&room),
+                        Some(cs),
+                    ),
+                    Ok(Route::Local(handle)) => {
                         let out = ctx.address().recipient();
                         let msg = Act { session: act.id, user: act.user.clone(), cs, action, out, received };
                         if handle.act.try_send(msg).is_err() {
@@ -321,7 +344,7 @@ impl WsSession {
                             ));
                         }
                     }
-                    Some(Route::Remote(node)) => {
+                    Ok(Route::Remote(node)) => {
                         let cmd = RoomCmd::Act {
                             session: act.id.0,
                             user: act.user.to_string(),
@@ -341,26 +364,29 @@ impl WsSession {
     /// `then` learns whether the lookup re-subscribed a watched room that had moved.
     fn with_route<F>(&mut self, room: String, ctx: &mut ws::WebsocketContext<Self>, then: F)
     where
-        F: FnOnce(&mut Self, String, Option<Route>, bool, &mut ws::WebsocketContext<Self>) + 'static,
+        F: FnOnce(&mut Self, String, Result<Route, Missing>, bool, &mut ws::WebsocketContext<Self>) + 'static,
     {
         if let Some(route) = self.rooms.get(&room).cloned() {
-            return then(self, room, Some(route), false, ctx);
+            return then(self, room, Ok(route), false, ctx);
         }
         let Some(cluster) = self.state.cluster.clone() else {
-            let route = self.state.directory.handle(&room).map(Route::Local);
+            let route = self.state.directory.handle(&room).map(Route::Local).ok_or(Missing::Unknown);
             return then(self, room, route, false, ctx);
         };
         let lookup = room.clone();
         ctx.wait(fut::wrap_future(async move { cluster.locate(&lookup).await }).map(
             move |found, act: &mut Self, ctx| {
                 let route = match found {
-                    Ok(Owner::Here(handle)) => Some(Route::Local(handle)),
-                    Ok(Owner::There(node)) => Some(Route::Remote(node)),
-                    Ok(Owner::Unknown) | Err(_) => None,
+                    Ok(Owner::Here(handle)) => Ok(Route::Local(handle)),
+                    Ok(Owner::There(node)) => Ok(Route::Remote(node)),
+                    Ok(Owner::Unknown) => Err(Missing::Unknown),
+                    // Moving, or the store did not answer in time: the room may well
+                    // exist, so never `unknown_room`.
+                    Ok(Owner::Moving) | Err(_) => Err(Missing::Moving),
                 };
                 // A watched room found again (it moved): watch it at its new place.
                 let mut resubscribed = false;
-                if let Some(found) = &route {
+                if let Ok(found) = &route {
                     if act.watching.contains(&room) && !act.rooms.contains_key(&room) {
                         act.subscribe(room.clone(), found.clone(), ctx);
                         resubscribed = true;

@@ -7,6 +7,11 @@ use thiserror::Error;
 pub enum StoreError {
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// A write whose outcome is unknown: it timed out or its connection dropped after it
+    /// was sent, so the store may or may not have applied it. Never a refusal: the caller
+    /// finds out by reading back (or retrying an idempotent write).
+    #[error("store outcome unknown: {0}")]
+    Unknown(String),
     #[error("log conflict for {game_pk}: expected seq {expected}, got {got}")]
     Conflict { game_pk: String, expected: u64, got: u64 },
     /// This node no longer holds the room's lease (cluster mode).

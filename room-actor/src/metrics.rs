@@ -21,6 +21,12 @@ pub struct RoomMetrics {
     pub fenced_appends: IntCounter,
     /// Store operations that failed (Redis unreachable, timeouts).
     pub store_errors: IntCounter,
+    /// Appends whose outcome the store left unknown (a timeout, a dropped connection) or
+    /// that found the log ahead of the room: each is resolved by reading the log back.
+    pub store_unknown_outcomes: IntCounter,
+    /// Rooms waiting right now for an unknown outcome to resolve (they answer
+    /// `room_unavailable` meanwhile and resume by themselves).
+    pub rooms_stalled: IntGauge,
     /// Drains this node went through (SIGTERM).
     pub drains: IntCounter,
     /// Pub/sub publish → delivery to this node's bus loop.
@@ -57,6 +63,14 @@ impl RoomMetrics {
             )?,
             fenced_appends: IntCounter::new("roomd_fenced_appends_total", "appends refused for a lost room lease")?,
             store_errors: IntCounter::new("roomd_store_errors_total", "failed room store operations")?,
+            store_unknown_outcomes: IntCounter::new(
+                "roomd_store_unknown_outcomes_total",
+                "appends with an unknown outcome (timeout, dropped connection) or a log ahead of the room",
+            )?,
+            rooms_stalled: IntGauge::new(
+                "roomd_rooms_stalled",
+                "rooms waiting for an unknown append outcome to resolve (answering room_unavailable)",
+            )?,
             drains: IntCounter::new("roomd_drains_total", "drains (SIGTERM) of this node")?,
             bus_lag: Histogram::with_opts(
                 HistogramOpts::new("roomd_bus_lag_seconds", "pub/sub publish to delivery at this node")
@@ -75,6 +89,8 @@ impl RoomMetrics {
         registry.register(Box::new(m.rooms_restored.clone()))?;
         registry.register(Box::new(m.fenced_appends.clone()))?;
         registry.register(Box::new(m.store_errors.clone()))?;
+        registry.register(Box::new(m.store_unknown_outcomes.clone()))?;
+        registry.register(Box::new(m.rooms_stalled.clone()))?;
         registry.register(Box::new(m.drains.clone()))?;
         registry.register(Box::new(m.bus_lag.clone()))?;
         registry.register(Box::new(m.bus_dropped.clone()))?;

@@ -5,7 +5,10 @@
 //!
 //! The connection is a `ConnectionManager`, which reconnects with backoff after Redis
 //! restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
-//! room refuses inputs (nothing is acknowledged that is not stored).
+//! room refuses inputs (nothing is acknowledged that is not stored). An append that timed
+//! out or lost its connection after it was sent fails with `StoreError::Unknown`: Redis
+//! may have stored it, and the room resolves it by retrying the same entry and reading
+//! the log back (`room.rs`), never by assuming it failed.
 
 use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
@@ -87,7 +90,10 @@ impl RedisStore {
                 expected: e.detail().and_then(|d| d.trim().parse::<u64>().ok()).map_or(0, |last| last + 1),
                 got: entry.seq,
             }),
-            Err(e) => Err(unavailable(e)),
+            // Refused before anything was sent: certainly not stored.
+            Err(e) if e.is_connection_refusal() => Err(unavailable(e)),
+            // A timeout, a dropped connection, a failover: the script may have run.
+            Err(e) => Err(StoreError::Unknown(e.to_string())),
         }
     }
 }
@@ -127,6 +133,22 @@ impl RoomStore for RedisStore {
         let game_pk = game_pk.to_owned();
         let token = token.to_owned();
         Box::pin(async move { this.append_fenced(game_pk, entry, token).await })
+    }
+
+    fn entry(&self, game_pk: &str, seq: u64) -> StoreFuture<Option<LogEntry>> {
+        let this = self.clone();
+        let game_pk = game_pk.to_owned();
+        Box::pin(async move {
+            let room = room(&game_pk)?;
+            let mut conn = this.conn.clone();
+            let id = format!("0-{seq}");
+            let range: StreamRangeReply =
+                conn.xrange(this.keys.log(room, &game_pk), &id, &id).await.map_err(unavailable)?;
+            let Some(found) = range.ids.first() else { return Ok(None) };
+            let bytes: Vec<u8> =
+                found.get("e").ok_or_else(|| StoreError::Corrupt(format!("stream entry {} has no body", found.id)))?;
+            Ok(Some(decode::<LogEntry>(&bytes)?))
+        })
     }
 
     fn put_room(&self, info: &RoomInfo) -> StoreFuture<()> {

@@ -13,7 +13,7 @@ use crate::error::{RebuildError, StoreError};
 use crate::log::{GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use crate::messages::*;
 use crate::metrics::RoomMetrics;
-use crate::rebuild::{rebuild, From};
+use crate::rebuild::{rebuild, From, Rebuilt};
 use crate::store::RoomStore;
 use crate::wire;
 use actix::prelude::*;
@@ -121,6 +121,32 @@ fn named(result: &GameResult, start: &StartEntry) -> GameResult {
     shown
 }
 
+/// An input whose append has no known outcome yet (the store timed out or dropped the
+/// connection after it was sent, or the log was found ahead of the room).
+struct Pending<G: Game> {
+    entry: LogEntry,
+    applied: Applied<G::State, G::Event>,
+    rng: Rng,
+    origin: Origin,
+}
+
+/// Why a room takes no input right now: it waits for the store to tell it where its log
+/// stands. It answers `room_unavailable` meanwhile and resumes by itself.
+enum Stall<G: Game> {
+    /// Resolve this append: the same entry is sent again (the script only stores seq
+    /// `last + 1`, so it can never be stored twice) and, if the log already has that seq,
+    /// the entry there is read back and compared with ours.
+    Append(Box<Pending<G>>),
+    /// The log is ahead of the room: rebuild from it.
+    CatchUp,
+}
+
+/// First and longest wait between attempts to resolve a stalled room.
+const RESOLVE_FIRST: Duration = Duration::from_millis(100);
+const RESOLVE_MAX: Duration = Duration::from_secs(2);
+/// Attempts to write a finished game's record before giving up (about 5 minutes).
+const RECORD_ATTEMPTS: u32 = 150;
+
 /// Who is waiting for the outcome of an input.
 enum Origin {
     Client { cs: u64, out: Recipient<ToClient>, received: Instant },
@@ -187,6 +213,12 @@ pub struct RoomActor<G: Game> {
     lease: Option<String>,
     /// Closes an ended room nobody watches ([`ENDED_LINGER`]).
     close_timer: Option<SpawnHandle>,
+    /// Waiting for the store to say where the log stands (see [`Stall`]).
+    stall: Option<Stall<G>>,
+    /// The next wait before trying to resolve the stall again (doubles up to
+    /// [`RESOLVE_MAX`]), and when the stall began.
+    resolve_backoff: Duration,
+    stalled_since: Option<Instant>,
 }
 
 impl<G: Game> RoomActor<G> {
@@ -218,6 +250,9 @@ impl<G: Game> RoomActor<G> {
             hold_until: i64::MIN,
             lease: None,
             close_timer: None,
+            stall: None,
+            resolve_backoff: RESOLVE_FIRST,
+            stalled_since: None,
         }
     }
 
@@ -472,12 +507,13 @@ impl<G: Game> RoomActor<G> {
 
     /// Validates and applies `input`, then persists it; `false` if it was refused.
     fn process(&mut self, ctx: &mut Context<Self>, actor: GameActor, input: InputOf<G>, origin: Origin) -> bool {
-        if self.appending {
+        if self.appending || self.stall.is_some() {
             // actix 0.13 polls the context's spawned items (timer and bot wakes) once more
             // after a mailbox handler started a `ctx.wait`, before it notices the wait: an
             // input decided now would take the seq of the one in flight. Timer and bot
             // inputs are decided again after the append (it re-arms the timer and re-plans
-            // the bots); a client is told to resend.
+            // the bots); a client is told to resend. The same while the room waits for an
+            // unknown outcome to resolve.
             if let Origin::Client { cs, out, .. } = &origin {
                 Self::send(
                     out,
@@ -544,6 +580,11 @@ impl<G: Game> RoomActor<G> {
             act.deps.metrics.store_append.observe(append_started.elapsed().as_secs_f64());
             match res {
                 Ok(()) => act.commit(ctx, entry, applied, rng, origin),
+                Err(e @ (StoreError::Unknown(_) | StoreError::Conflict { .. })) => {
+                    // Maybe stored (or the log is not where the room thinks): never
+                    // assume, find out.
+                    act.stalled(ctx, Stall::Append(Box::new(Pending { entry, applied, rng, origin })), &e);
+                }
                 Err(e) => {
                     error!(room = %act.id, seq = entry.seq, error = %e, "log append failed; input not applied");
                     if let Origin::Client { cs, out, .. } = &origin {
@@ -572,6 +613,160 @@ impl<G: Game> RoomActor<G> {
             }
         }));
         true
+    }
+
+    /// The room cannot know where its log stands: it answers `room_unavailable` (the
+    /// client resends the same `cs`: deduplicated if its input turns out stored) and
+    /// resolves the stall by itself, retrying with a bounded backoff.
+    fn stalled(&mut self, ctx: &mut Context<Self>, stall: Stall<G>, e: &StoreError) {
+        self.deps.metrics.store_unknown_outcomes.inc();
+        if self.stalled_since.is_none() {
+            self.stalled_since = Some(Instant::now());
+            self.deps.metrics.rooms_stalled.inc();
+        }
+        if let Stall::Append(p) = &stall {
+            error!(room = %self.id, seq = p.entry.seq, error = %e,
+                "log append outcome unknown; room unavailable until the log is read back");
+            if let Origin::Client { cs, out, .. } = &p.origin {
+                Self::send(
+                    out,
+                    wire::error("room_unavailable", "잠시 후 같은 요청을 다시 보내 주세요", Some(&self.id), Some(*cs)),
+                );
+            }
+        } else {
+            error!(room = %self.id, error = %e, "room behind its log; catching up from the log");
+        }
+        self.stall = Some(stall);
+        self.resolve_backoff = RESOLVE_FIRST;
+        self.resolve_later(ctx);
+    }
+
+    fn resolve_later(&mut self, ctx: &mut Context<Self>) {
+        let wait = self.resolve_backoff;
+        self.resolve_backoff = (self.resolve_backoff * 2).min(RESOLVE_MAX);
+        ctx.run_later(wait, |act, ctx| act.resolve(ctx));
+    }
+
+    /// One attempt to resolve the stall.
+    fn resolve(&mut self, ctx: &mut Context<Self>) {
+        let Phase::Playing(run) = &self.phase else { return self.unstall() };
+        let game_pk = run.game_pk.clone();
+        match &self.stall {
+            None => {}
+            Some(Stall::Append(p)) => {
+                // The same entry again: stored at most once whatever happened to the first.
+                let fut = match &self.lease {
+                    Some(token) => self.deps.store.append_leased(&game_pk, p.entry.clone(), token),
+                    None => self.deps.store.append(&game_pk, p.entry.clone()),
+                };
+                ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| match res {
+                    Ok(()) => act.resolved_stored(ctx, "stored on retry"),
+                    Err(StoreError::Conflict { .. }) => act.read_back(ctx, game_pk),
+                    Err(StoreError::Fenced) => {
+                        act.deps.metrics.fenced_appends.inc();
+                        warn!(room = %act.id, "fenced while resolving an append: lease lost, room stops here");
+                        act.unstall();
+                        act.fenced(ctx);
+                    }
+                    Err(e) => {
+                        warn!(room = %act.id, error = %e, "append outcome still unknown; retrying");
+                        act.resolve_later(ctx);
+                    }
+                }));
+            }
+            Some(Stall::CatchUp) => {
+                let fut = self.deps.store.load(&game_pk);
+                ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| match res {
+                    Ok(Some(stored)) => match rebuild::<G>(&stored, From::LatestSnapshot) {
+                        Ok(rebuilt) => act.caught_up(ctx, rebuilt, &stored),
+                        Err(e) => {
+                            error!(room = %act.id, error = %e, "log cannot be rebuilt; room gives itself up");
+                            act.unstall();
+                            act.fenced(ctx);
+                        }
+                    },
+                    Ok(None) => {
+                        error!(room = %act.id, "game log gone; room gives itself up");
+                        act.unstall();
+                        act.fenced(ctx);
+                    }
+                    Err(e) => {
+                        warn!(room = %act.id, error = %e, "log not readable yet; retrying");
+                        act.resolve_later(ctx);
+                    }
+                }));
+            }
+        }
+    }
+
+    /// The log already has our seq: is the entry there ours?
+    fn read_back(&mut self, ctx: &mut Context<Self>, game_pk: String) {
+        let Some(Stall::Append(p)) = &self.stall else { return };
+        let seq = p.entry.seq;
+        let fut = self.deps.store.entry(&game_pk, seq);
+        ctx.spawn(fut.into_actor(self).map(move |res, act, ctx| {
+            let Some(Stall::Append(p)) = &act.stall else { return };
+            match res {
+                Ok(Some(found)) if found == p.entry => act.resolved_stored(ctx, "stored by the first attempt"),
+                Ok(_) => {
+                    // Another entry holds our seq (or the log is elsewhere): ours was not
+                    // stored. Its client already heard `room_unavailable` and resends.
+                    if let Some(Stall::Append(p)) = &act.stall {
+                        if !matches!(p.origin, Origin::Client { .. }) {
+                            warn!(room = %act.id, seq, "server input not stored; decided again after catching up");
+                        }
+                    }
+                    act.stall = Some(Stall::CatchUp);
+                    act.resolve(ctx);
+                }
+                Err(e) => {
+                    warn!(room = %act.id, error = %e, "log entry not readable yet; retrying");
+                    act.resolve_later(ctx);
+                }
+            }
+        }));
+    }
+
+    /// The pending entry is in the log: applied and acknowledged as if the first attempt
+    /// had answered.
+    fn resolved_stored(&mut self, ctx: &mut Context<Self>, how: &str) {
+        let Some(Stall::Append(p)) = self.stall.take() else { return };
+        let waited = self.stalled_since.map(|t| t.elapsed().as_millis()).unwrap_or(0);
+        info!(room = %self.id, seq = p.entry.seq, waited_ms = waited as u64, how, "append outcome resolved: stored");
+        self.unstall();
+        let Pending { entry, applied, rng, origin } = *p;
+        self.commit(ctx, entry, applied, rng, origin);
+    }
+
+    /// The room is back in step with its log.
+    fn caught_up(&mut self, ctx: &mut Context<Self>, rebuilt: Rebuilt<G>, stored: &StoredGame) {
+        let waited = self.stalled_since.map(|t| t.elapsed().as_millis()).unwrap_or(0);
+        self.unstall();
+        let Phase::Playing(run) = &mut self.phase else { return };
+        info!(room = %self.id, from = run.seq, to = rebuilt.seq, waited_ms = waited as u64, "room caught up with its log");
+        run.state = rebuilt.state;
+        run.rng = rebuilt.rng;
+        run.seq = rebuilt.seq;
+        run.applied = rebuilt.applied;
+        self.logged_rtt = stored.entries.iter().rev().find_map(|e| e.rtt.clone()).unwrap_or(stored.start.rtt.clone());
+        self.last_at = self.last_at.max(rebuilt.last_at);
+        let now = self.now();
+        self.sync_all(now);
+        let Phase::Playing(run) = &self.phase else { return };
+        match G::result(&run.state) {
+            Some(result) => self.finish(ctx, result, now),
+            None => {
+                self.rearm(ctx);
+                self.schedule_bots(ctx);
+            }
+        }
+    }
+
+    fn unstall(&mut self) {
+        self.stall = None;
+        if self.stalled_since.take().is_some() {
+            self.deps.metrics.rooms_stalled.dec();
+        }
     }
 
     fn commit(
@@ -652,12 +847,28 @@ impl<G: Game> RoomActor<G> {
         let shown = serde_json::to_string(&named(&result, &run.start)).unwrap_or_else(|_| "null".into());
         let text: Arc<str> = wire::result(&self.id, &run.game_pk, &shown).into();
         self.phase = Phase::Ended(run, result);
-        let fut = self.deps.store.finish(record);
+        let fut = self.deps.store.finish(record.clone());
         // The result goes out once the record is stored, so a client that asks for its
         // games or the replay right after `result` finds them.
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             if let Err(e) = res {
-                error!(room = %act.id, error = %e, "finished game not recorded");
+                // Writing the record is idempotent (SETs and EXPIREs): whatever the first
+                // attempt did, trying again until the store answers leaves one record.
+                error!(room = %act.id, error = %e, "finished game not recorded yet; retrying");
+                let store = act.deps.store.clone();
+                let room = act.id.clone();
+                actix::spawn(async move {
+                    let mut wait = RESOLVE_FIRST;
+                    for _ in 0..RECORD_ATTEMPTS {
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(RESOLVE_MAX);
+                        match store.finish(record.clone()).await {
+                            Ok(()) => return info!(room = %room, "finished game recorded on retry"),
+                            Err(e) => warn!(room = %room, error = %e, "finished game not recorded yet"),
+                        }
+                    }
+                    error!(room = %room, "finished game not recorded: store unavailable for too long");
+                });
             }
             act.send_all(|_| text.clone());
             act.publish_info();
@@ -794,6 +1005,7 @@ impl<G: Game> Actor for RoomActor<G> {
     }
 
     fn stopped(&mut self, _ctx: &mut Context<Self>) {
+        self.unstall();
         self.deps.metrics.rooms.dec();
         self.deps.directory.remove(&self.id);
         info!(room = %self.id, "room closed");
@@ -951,6 +1163,9 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
                 }
                 self.publish_info();
                 Ok(self.info())
+            }
+            Phase::Playing(_) if self.stall.is_some() || self.appending => {
+                Err(RoomOpError::new(503, "room_unavailable", "잠시 후 다시 시도해 주세요"))
             }
             Phase::Playing(run) => {
                 match G::on_leave(&run.state, &msg.user) {

@@ -24,6 +24,15 @@ pub trait RoomStore: Send + Sync + 'static {
     fn append_leased(&self, game_pk: &str, entry: LogEntry, _token: &str) -> StoreFuture<()> {
         self.append(game_pk, entry)
     }
+    /// The entry at `seq` of a game's log, if there is one: how a room resolves an append
+    /// whose outcome is unknown (is the entry there, and is it the one it sent?).
+    fn entry(&self, game_pk: &str, seq: u64) -> StoreFuture<Option<LogEntry>> {
+        let load = self.load(game_pk);
+        Box::pin(async move {
+            let found = load.await?.and_then(|g| g.entries.into_iter().find(|e| e.seq == seq));
+            Ok(found)
+        })
+    }
     /// Saves a room's public info (seats, status, game) so another node can restore it.
     fn put_room(&self, info: &RoomInfo) -> StoreFuture<()>;
     fn room(&self, room_id: &str) -> StoreFuture<Option<RoomInfo>>;

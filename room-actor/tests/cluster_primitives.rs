@@ -32,6 +32,22 @@ fn entry(seq: u64) -> LogEntry {
     }
 }
 
+fn start_of(pk: &str) -> StartEntry {
+    StartEntry {
+        game_pk: pk.to_owned(),
+        room_id: room_actor::keys::room_of(pk).unwrap_or_default().to_owned(),
+        game: "tally".into(),
+        seed: Seed(1),
+        players: vec![PlayerId::from("p")],
+        bots: vec![],
+        names: vec![],
+        options_json: "{}".into(),
+        state_version: 1,
+        started_at: 0,
+        rtt: Default::default(),
+    }
+}
+
 #[tokio::test]
 async fn a_lost_lease_fences_the_old_owner_and_epochs_grow() {
     let (store, keys) = store().await;
@@ -73,6 +89,32 @@ async fn a_lost_lease_fences_the_old_owner_and_epochs_grow() {
     assert_eq!(a.renew(&[("r_1".into(), token_a)]).await.unwrap(), vec!["r_1".to_owned()], "renewal reports the loss");
     let log = store.load(&pk).await.unwrap().unwrap();
     assert_eq!(log.entries.len(), 2);
+}
+
+#[tokio::test]
+async fn take_over_needs_the_holders_token_and_fences_the_old_holder() {
+    let (store, keys) = store().await;
+    // The same node id before and after a restart: a new process, same name.
+    let before = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let after = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let other = Leases::new(store.connection(), keys.clone(), "node-b", 60_000);
+    let old = before.claim("r_t").await.unwrap().expect("free lease");
+    assert_eq!(after.claim("r_t").await.unwrap(), None, "a held lease cannot be claimed");
+    assert_eq!(after.take_over("r_t", "node-a/99").await.unwrap(), None, "only from the token actually held");
+    assert_eq!(after.take_over("r_free", "node-a/1").await.unwrap(), None, "a free lease is claimed, not taken");
+    let new = after.take_over("r_t", &old).await.unwrap().expect("taken from the holder it saw");
+    assert_eq!(new, "node-a/2", "a higher epoch");
+    assert_eq!(after.holder("r_t").await.unwrap().as_deref(), Some("node-a/2"));
+    // The old incarnation is fenced: its appends and renewals fail, its release is void.
+    let pk = game_pk("r_t", "01");
+    store.begin(start_of(&pk)).await.unwrap();
+    assert!(matches!(store.append_fenced(pk.clone(), entry(1), old.clone()).await, Err(StoreError::Fenced)));
+    store.append_fenced(pk.clone(), entry(1), new.clone()).await.unwrap();
+    assert_eq!(before.renew(&[("r_t".into(), old.clone())]).await.unwrap(), vec!["r_t".to_owned()]);
+    assert!(!before.release("r_t", &old).await.unwrap());
+    // The same primitive takes a dead node's lease for another node.
+    let taken = other.take_over("r_t", &new).await.unwrap().expect("taken");
+    assert_eq!(taken, "node-b/3");
 }
 
 #[tokio::test]

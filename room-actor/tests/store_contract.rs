@@ -88,6 +88,9 @@ async fn contract(store: Arc<dyn RoomStore>) {
     assert_eq!(loaded.start, start(&pk, &["a", "b"]));
     assert_eq!(loaded.entries, vec![entry(1), entry(2), entry(3)]);
     assert_eq!(loaded.snapshot, Some(snap));
+    // One entry read back by seq (how a room resolves an append with an unknown outcome).
+    assert_eq!(store.entry(&pk, 2).await.unwrap(), Some(entry(2)));
+    assert_eq!(store.entry(&pk, 4).await.unwrap(), None, "no entry past the end");
 
     assert_eq!(store.record(&pk).await.unwrap(), None);
     store.finish(record(&pk, &["a", "b"], 5_000)).await.unwrap();

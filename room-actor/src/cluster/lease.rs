@@ -19,6 +19,7 @@ pub struct Leases {
     node: String,
     ttl_ms: u64,
     claim: Script,
+    take_over: Script,
     renew: Script,
     release: Script,
 }
@@ -31,6 +32,7 @@ impl Leases {
             node: node.to_owned(),
             ttl_ms,
             claim: Script::new(include_str!("../lua/claim.lua")),
+            take_over: Script::new(include_str!("../lua/take_over.lua")),
             renew: Script::new(include_str!("../lua/renew.lua")),
             release: Script::new(include_str!("../lua/release.lua")),
         }
@@ -42,6 +44,24 @@ impl Leases {
         self.claim
             .key(self.keys.lease(room))
             .key(self.keys.epoch(room))
+            .arg(&self.node)
+            .arg(self.ttl_ms)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)
+    }
+
+    /// Takes `room`'s lease for this node from `from_holder` (the token the caller saw),
+    /// with a higher epoch, so the old holder is fenced: for a node restarted with the
+    /// same id (its previous incarnation's leases) or one known to be dead. `None` if the
+    /// lease is no longer held with that token. Idempotent in effect: if the answer is
+    /// lost, the lease carries this node's id and the next lookup takes it again.
+    pub async fn take_over(&self, room: &str, from_holder: &str) -> Result<Option<String>, StoreError> {
+        let mut conn = self.conn.clone();
+        self.take_over
+            .key(self.keys.lease(room))
+            .key(self.keys.epoch(room))
+            .arg(from_holder)
             .arg(&self.node)
             .arg(self.ttl_ms)
             .invoke_async(&mut conn)

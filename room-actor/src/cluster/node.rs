@@ -48,7 +48,10 @@ pub struct ClusterConfig {
 pub enum Owner {
     Here(RoomHandle),
     There(String),
-    /// Nobody can take it right now (unknown room, or its lease is in transition).
+    /// The room exists but nobody can take it this moment (a drain, a failover, a lease
+    /// in transition): callers answer `room_unavailable` and try again.
+    Moving,
+    /// No such room (never created, or expired).
     Unknown,
 }
 
@@ -69,6 +72,8 @@ pub struct ClusterNode {
     next_req: AtomicU64,
     pub draining: AtomicBool,
     activating: tokio::sync::Mutex<()>,
+    /// The first failover scan (which also takes back this node id's old leases) is done.
+    scanned_once: AtomicBool,
 }
 
 struct Restore {
@@ -109,6 +114,7 @@ impl ClusterNode {
             next_req: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             activating: tokio::sync::Mutex::new(()),
+            scanned_once: AtomicBool::new(false),
         })
     }
 
@@ -138,8 +144,18 @@ impl ClusterNode {
             if node != self.id() {
                 return Ok(Owner::There(node));
             }
-            // Our own lease but no actor (it stopped): wait for the lease to lapse.
-            return Ok(Owner::Unknown);
+            // A lease with this node's id that this process does not hold: its previous
+            // incarnation's (restarted with the same id) or a claim whose answer was lost.
+            // Taken back at once with a higher epoch instead of waiting for it to lapse.
+            // A room held here whose actor stopped is being handed over or closed: its
+            // lease is released shortly.
+            if self.holds(room) || self.draining.load(Ordering::Relaxed) {
+                return Ok(Owner::Moving);
+            }
+            return Ok(match self.take_back(room, &token).await? {
+                Some(handle) => Owner::Here(handle),
+                None => Owner::Moving,
+            });
         }
         if self.store.room(room).await?.is_none() {
             return Ok(Owner::Unknown);
@@ -148,10 +164,10 @@ impl ClusterNode {
         match placement::owner(room, nodes.iter().map(String::as_str)) {
             Some(owner) if owner == self.id() => match self.activate(room).await? {
                 Some(handle) => Ok(Owner::Here(handle)),
-                None => Ok(Owner::Unknown),
+                None => Ok(Owner::Moving),
             },
             Some(owner) => Ok(Owner::There(owner.to_owned())),
-            None => Ok(Owner::Unknown),
+            None => Ok(Owner::Moving),
         }
     }
 
@@ -162,13 +178,38 @@ impl ClusterNode {
     /// Claims the room's lease and restores it here; `None` if another node holds it or
     /// the room is unknown.
     pub async fn activate(self: &Arc<Self>, room: &str) -> Result<Option<RoomHandle>, StoreError> {
+        self.activate_from(room, None).await
+    }
+
+    /// Takes the room's lease from `holder` (a token with this node's id that this
+    /// process does not hold: see [`Leases::take_over`]) and restores the room here.
+    pub async fn take_back(self: &Arc<Self>, room: &str, holder: &str) -> Result<Option<RoomHandle>, StoreError> {
+        self.activate_from(room, Some(holder)).await
+    }
+
+    /// Claims the lease (free, or taken from `from_holder`) and restores the room.
+    async fn activate_from(
+        self: &Arc<Self>,
+        room: &str,
+        from_holder: Option<&str>,
+    ) -> Result<Option<RoomHandle>, StoreError> {
         let _one_at_a_time = self.activating.lock().await;
         if self.holds(room) {
             if let Some(handle) = self.deps.directory.handle(room) {
                 return Ok(Some(handle));
             }
         }
-        let Some(token) = self.leases.claim(room).await? else { return Ok(None) };
+        let claimed = match from_holder {
+            None => self.leases.claim(room).await?,
+            Some(holder) => {
+                let taken = self.leases.take_over(room, holder).await?;
+                if taken.is_some() {
+                    info!(room, from = holder, "lease taken back from this node's previous holder");
+                }
+                taken
+            }
+        };
+        let Some(token) = claimed else { return Ok(None) };
         let Some(info) = self.store.room(room).await? else {
             self.leases.release(room, &token).await?;
             return Ok(None);
@@ -528,17 +569,29 @@ impl ClusterNode {
     /// including rooms nobody is talking to (their timers must keep running).
     async fn scan_orphans(self: &Arc<Self>) -> Result<(), StoreError> {
         let nodes = self.placeable().await?;
+        let every_room = !self.scanned_once.load(Ordering::Relaxed);
         for info in self.store.open_rooms().await? {
             if self.holds(&info.room_id) {
                 continue;
             }
-            if placement::owner(&info.room_id, nodes.iter().map(String::as_str)) != Some(self.id()) {
+            // The first scan also looks at rooms placed elsewhere: a node restarted with
+            // the same id takes back at once every room its previous incarnation held.
+            let placed_here = placement::owner(&info.room_id, nodes.iter().map(String::as_str)) == Some(self.id());
+            if !placed_here && !every_room {
                 continue;
             }
-            if self.leases.holder(&info.room_id).await?.is_none() {
-                self.activate(&info.room_id).await?;
+            match self.leases.holder(&info.room_id).await? {
+                None if placed_here => {
+                    self.activate(&info.room_id).await?;
+                }
+                Some(token) if token.split('/').next() == Some(self.id()) => {
+                    self.take_back(&info.room_id, &token).await?;
+                }
+                _ => {}
             }
         }
+        // Only a scan that went through counts: until one does, the next looks again.
+        self.scanned_once.store(true, Ordering::Relaxed);
         Ok(())
     }
 }

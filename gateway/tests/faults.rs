@@ -1,0 +1,556 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+//! No room freezes or vanishes under faults (issue #25), with real processes: three
+//! `roomd` nodes and a Redis of the test's own with AOF (`appendfsync always`).
+//!
+//! - `randomized_faults_lose_nothing_and_every_room_comes_back`: a seeded schedule of
+//!   SIGKILLs (restarted at once with the same node id), SIGSTOPs shorter and longer than
+//!   the lease (5 s, the default) and around the Redis client timeout (2 s), SIGTERM drains, Redis restarts and
+//!   Redis pauses, against continuous play in 12 tally rooms with players on different
+//!   nodes. After each fault and at the end: every acknowledged action is in the log
+//!   exactly once, seqs are contiguous, no seq was acknowledged for two actions, nobody
+//!   got a definite reject or `unknown_room`, every room takes actions again within a
+//!   bound. `ROOMD_FAULT_SEED` replays a seed (printed at the start), `ROOMD_FAULT_SECS`
+//!   lengthens the run (30 s by default). Long runs: see benches/README.md.
+//! - `a_drain_and_a_same_id_restart_never_show_unknown_room`: the regression for rooms
+//!   called unknown while they move.
+//!
+//! These fail, never skip, without `redis-server`.
+
+mod support;
+
+use futures_util::{SinkExt, StreamExt};
+use room_actor::{RedisStore, RoomStore};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::procs::{guest, tally_room, until_sees, OwnRedis, Proc};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Ws = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// These tests start several processes each: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// splitmix64: the schedule is a pure function of the seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn ms(&mut self, lo: u64, hi: u64) -> Duration {
+        Duration::from_millis(lo + self.below(hi - lo + 1))
+    }
+}
+
+/// What the players saw, checked against the logs.
+#[derive(Default)]
+struct Seen {
+    /// (room, user, cs) → acknowledged seq.
+    acks: HashMap<(usize, String, u64), u64>,
+    /// (room, seq) → (user, cs) it was acknowledged for.
+    by_seq: HashMap<(usize, u64), (String, u64)>,
+    /// Per room, when each acknowledgement arrived.
+    ack_times: Vec<Vec<Instant>>,
+    violations: Vec<String>,
+    acked: u64,
+}
+
+impl Seen {
+    fn ack(&mut self, room: usize, user: &str, cs: u64, seq: u64) {
+        if let Some(before) = self.acks.insert((room, user.to_owned(), cs), seq) {
+            if before != seq {
+                self.violations.push(format!("room {room}: {user} cs {cs} acknowledged with seq {before} and {seq}"));
+            }
+            return;
+        }
+        if let Some(other) = self.by_seq.insert((room, seq), (user.to_owned(), cs)) {
+            if other != (user.to_owned(), cs) {
+                self.violations.push(format!("room {room}: seq {seq} acknowledged for {other:?} and ({user}, {cs})"));
+            }
+        }
+        self.ack_times[room].push(Instant::now());
+        self.acked += 1;
+    }
+}
+
+struct Player {
+    room: usize,
+    room_id: String,
+    user: String,
+    token: String,
+    home: usize,
+}
+
+/// Plays one seat: bumps with a fresh cs once the previous one is acknowledged, resends
+/// the same cs on `room_unavailable`/`room_moved`/silence, reconnects (to another node if
+/// its own is down) when the socket closes. Any reject or `unknown_room` is a violation.
+async fn play(p: Player, addrs: Arc<Mutex<Vec<String>>>, seen: Arc<Mutex<Seen>>, stop: Arc<AtomicBool>) {
+    let mut cs = 1u64;
+    let mut ws: Option<Ws> = None;
+    let mut attempt = 0usize;
+    while !stop.load(Ordering::Relaxed) {
+        let Some(sock) = ws.as_mut() else {
+            let bases = addrs.lock().unwrap().clone();
+            let base = &bases[(p.home + attempt) % bases.len()];
+            attempt += 1;
+            if !base.is_empty() {
+                let url = format!("{}/ws?token={}", base.replace("http://", "ws://"), p.token);
+                if let Ok(Ok((s, _))) =
+                    tokio::time::timeout(Duration::from_secs(3), tokio_tungstenite::connect_async(url)).await
+                {
+                    ws = Some(s);
+                    continue;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        };
+        let act = json!({"t": "act", "room": p.room_id, "cs": cs, "a": {"type": "bump"}});
+        if sock.send(Message::text(act.to_string())).await.is_err() {
+            ws = None;
+            continue;
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(4);
+        let mut retry = false;
+        while !retry {
+            let frame = match tokio::time::timeout_at(deadline, sock.next()).await {
+                Err(_) => break, // silence: resend the same cs
+                Ok(Some(Ok(Message::Text(t)))) => t,
+                Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => {
+                    ws = None;
+                    break;
+                }
+                Ok(Some(Ok(_))) => continue,
+            };
+            let Ok(msg) = serde_json::from_str::<Value>(&frame) else { continue };
+            let code = msg["code"].as_str().unwrap_or_default();
+            match msg["t"].as_str() {
+                Some("ack") => {
+                    let (Some(acked_cs), Some(seq)) = (msg["cs"].as_u64(), msg["seq"].as_u64()) else { continue };
+                    seen.lock().unwrap().ack(p.room, &p.user, acked_cs, seq);
+                    if acked_cs == cs {
+                        cs += 1;
+                        retry = true;
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                    }
+                }
+                Some("reject") => {
+                    seen.lock().unwrap().violations.push(format!("room {}: definite reject {msg}", p.room_id));
+                    retry = true;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Some("error") if code == "unknown_room" => {
+                    seen.lock().unwrap().violations.push(format!("room {}: {msg}", p.room_id));
+                    retry = true;
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                Some("error") if msg["cs"] == cs || msg["cs"].is_null() => {
+                    retry = true;
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                }
+                _ => {}
+            }
+        }
+        if ws.is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Reads every room's log and checks it against what was acknowledged.
+async fn check_logs(store: &RedisStore, pks: &[String], seen: &Arc<Mutex<Seen>>) -> Vec<String> {
+    let acks: Vec<((usize, String, u64), u64)> =
+        seen.lock().unwrap().acks.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    let mut problems = Vec::new();
+    for (room, pk) in pks.iter().enumerate() {
+        let mut stored = None;
+        for _ in 0..50 {
+            match store.load(pk).await {
+                Ok(Some(s)) => {
+                    stored = Some(s);
+                    break;
+                }
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        let Some(stored) = stored else {
+            problems.push(format!("room {room}: log of {pk} not readable"));
+            continue;
+        };
+        let mut once = HashSet::new();
+        for (i, e) in stored.entries.iter().enumerate() {
+            if e.seq != i as u64 + 1 {
+                problems.push(format!("room {room}: entry {i} has seq {}", e.seq));
+            }
+            if let (engine::Actor::Player(user), Some(cs)) = (&e.actor, e.cs) {
+                if !once.insert((user.to_string(), cs)) {
+                    problems.push(format!("room {room}: ({user}, cs {cs}) logged twice"));
+                }
+            }
+        }
+        for ((r, user, cs), seq) in acks.iter().filter(|((r, _, _), _)| *r == room) {
+            let entry = stored.entries.get((*seq as usize).wrapping_sub(1));
+            let ok = entry.is_some_and(|e| {
+                e.seq == *seq && e.cs == Some(*cs) && matches!(&e.actor, engine::Actor::Player(u) if u.as_str() == user)
+            });
+            if !ok {
+                problems.push(format!("room {r}: ack ({user}, cs {cs}) → seq {seq} is not that entry: {entry:?}"));
+            }
+        }
+    }
+    problems
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Fault {
+    /// SIGKILL a node, restart it at once with the same node id.
+    Kill,
+    /// SIGSTOP a node shorter than the Redis client timeout (2 s).
+    StopShort,
+    /// SIGSTOP a node around the Redis client timeout (2 s), within the lease (5 s).
+    StopAroundTimeout,
+    /// SIGSTOP a node well past the lease.
+    StopLong,
+    /// SIGTERM (drain), restart once it has exited.
+    Drain,
+    /// SIGKILL Redis, start it again (AOF).
+    RedisRestart,
+    /// SIGSTOP Redis past the client timeout, within the lease: appends with unknown
+    /// outcomes.
+    RedisPause,
+}
+
+const FAULTS: [Fault; 7] = [
+    Fault::Kill,
+    Fault::StopShort,
+    Fault::StopAroundTimeout,
+    Fault::StopLong,
+    Fault::Drain,
+    Fault::RedisRestart,
+    Fault::RedisPause,
+];
+
+/// The production default lease (5 s): longer than the Redis client timeout (2 s), so a
+/// pause of Redis or of a node between the two leaves appends with unknown outcomes that
+/// no lease loss cleans up.
+const LEASE_MS: &str = "5000";
+
+/// Every room takes actions again within this long after a fault is over.
+const RECOVERY_BOUND: Duration = Duration::from_secs(45);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
+    let _serial = SERIAL.lock().await;
+    let seed: u64 = match std::env::var("ROOMD_FAULT_SEED") {
+        Ok(s) => s.parse().expect("ROOMD_FAULT_SEED is a number"),
+        Err(_) => Rng(u64::from(std::process::id()) ^ Instant::now().elapsed().as_nanos() as u64 ^ rand_seed()).next(),
+    };
+    let secs: u64 = std::env::var("ROOMD_FAULT_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
+    println!("fault test: seed {seed} ({secs} s); replay with ROOMD_FAULT_SEED={seed} ROOMD_FAULT_SECS={secs}");
+    eprintln!("fault test: seed {seed} ({secs} s); replay with ROOMD_FAULT_SEED={seed} ROOMD_FAULT_SECS={secs}");
+    let mut rng = Rng(seed);
+
+    let mut redis = OwnRedis::start();
+    let url = redis.url();
+    let prefix = format!("roomd-faults-{seed}");
+    let mut nodes: Vec<Proc> = tokio::task::block_in_place(|| {
+        ["fa", "fb", "fc"]
+            .iter()
+            .map(|id| Proc::start(id, &prefix, &url, &[("ROOMD__CLUSTER__LEASE_MS", LEASE_MS)]))
+            .collect()
+    });
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    for node in &nodes {
+        until_sees(&http, node, 3, Duration::from_secs(30)).await;
+    }
+    let addrs = Arc::new(Mutex::new(nodes.iter().map(|n| n.base.clone()).collect::<Vec<_>>()));
+
+    // 12 rooms, two players each, on different nodes.
+    const ROOMS: usize = 12;
+    let mut players = Vec::new();
+    let mut pks = Vec::new();
+    for room in 0..ROOMS {
+        let (a_home, b_home) = (room % 3, (room + 1) % 3);
+        let (a_id, a_tok) = guest(&http, &nodes[a_home].base, &format!("a{room}")).await;
+        let (b_id, b_tok) = guest(&http, &nodes[b_home].base, &format!("b{room}")).await;
+        let (room_id, pk, _) = tally_room(&http, &nodes[a_home].base, &a_tok, &[&b_tok]).await;
+        pks.push(pk);
+        players.push(Player { room, room_id: room_id.clone(), user: a_id, token: a_tok, home: a_home });
+        players.push(Player { room, room_id, user: b_id, token: b_tok, home: b_home });
+    }
+    let seen = Arc::new(Mutex::new(Seen { ack_times: vec![Vec::new(); ROOMS], ..Seen::default() }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks: Vec<_> =
+        players.into_iter().map(|p| tokio::spawn(play(p, addrs.clone(), seen.clone(), stop.clone()))).collect();
+    let store = RedisStore::connect(&url, &prefix).await.expect("own Redis");
+
+    // Warm up: every room plays before the first fault.
+    wait_all_ack_after(&seen, Instant::now(), RECOVERY_BOUND).await.expect("every room plays before any fault");
+
+    let mut outages: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
+    let mut order: Vec<Fault> = Vec::new();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(secs) {
+        if order.is_empty() {
+            // Every kind once per round, in a seeded order.
+            order = FAULTS.to_vec();
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        let fault = order.pop().unwrap();
+        let target = rng.below(3) as usize;
+        let t0 = Instant::now();
+        println!(
+            "t={:>5.1}s {fault:?} {}",
+            started.elapsed().as_secs_f64(),
+            if matches!(fault, Fault::RedisRestart | Fault::RedisPause) {
+                "redis".to_owned()
+            } else {
+                nodes[target].id.clone()
+            }
+        );
+        match fault {
+            Fault::Kill => {
+                let pause = rng.ms(0, 1500);
+                tokio::task::block_in_place(|| nodes[target].kill());
+                addrs.lock().unwrap()[target] = String::new();
+                tokio::time::sleep(pause).await;
+                tokio::task::block_in_place(|| nodes[target].up());
+                addrs.lock().unwrap()[target] = nodes[target].base.clone();
+            }
+            Fault::StopShort | Fault::StopAroundTimeout | Fault::StopLong => {
+                let pause = match fault {
+                    Fault::StopShort => rng.ms(300, 1500),
+                    Fault::StopAroundTimeout => rng.ms(1700, 3500),
+                    _ => rng.ms(5500, 8000),
+                };
+                nodes[target].signal("STOP");
+                tokio::time::sleep(pause).await;
+                nodes[target].signal("CONT");
+            }
+            Fault::Drain => {
+                nodes[target].signal("TERM");
+                let exited = tokio::task::block_in_place(|| nodes[target].wait_exit(Duration::from_secs(20)));
+                if !exited {
+                    seen.lock()
+                        .unwrap()
+                        .violations
+                        .push(format!("{} did not exit within its drain grace", nodes[target].id));
+                }
+                addrs.lock().unwrap()[target] = String::new();
+                tokio::task::block_in_place(|| nodes[target].up());
+                addrs.lock().unwrap()[target] = nodes[target].base.clone();
+            }
+            Fault::RedisRestart => {
+                let pause = rng.ms(300, 1500);
+                tokio::task::block_in_place(|| redis.kill());
+                tokio::time::sleep(pause).await;
+                tokio::task::block_in_place(|| redis.up());
+            }
+            Fault::RedisPause => {
+                let pause = rng.ms(2300, 3000);
+                redis.signal("STOP");
+                tokio::time::sleep(pause).await;
+                redis.signal("CONT");
+            }
+        }
+        let t_end = Instant::now();
+        match wait_all_ack_after(&seen, t_end, RECOVERY_BOUND).await {
+            Ok(()) => {}
+            Err(rooms) => seen
+                .lock()
+                .unwrap()
+                .violations
+                .push(format!("after {fault:?}: rooms {rooms:?} took no action within {RECOVERY_BOUND:?}")),
+        }
+        outages.entry(fault).or_default().push(longest_gap(&seen, t0));
+        let problems = check_logs(&store, &pks, &seen).await;
+        seen.lock().unwrap().violations.extend(problems.into_iter().map(|p| format!("after {fault:?}: {p}")));
+        let violations = seen.lock().unwrap().violations.clone();
+        assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+        tokio::time::sleep(rng.ms(300, 1500)).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+    }
+    let problems = check_logs(&store, &pks, &seen).await;
+    let seen = seen.lock().unwrap();
+    let mut violations = seen.violations.clone();
+    violations.extend(problems);
+    println!(
+        "fault test: seed {seed}, {:.0} s of faults, {} actions acknowledged",
+        started.elapsed().as_secs_f64(),
+        seen.acked
+    );
+    for (fault, gaps) in &outages {
+        let longest = gaps.iter().max().copied().unwrap_or_default();
+        println!("  {fault:?}: {} injected, longest room unavailability {:.1} s", gaps.len(), longest.as_secs_f64());
+    }
+    assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
+    assert!(seen.acked > 100, "seed {seed}: only {} actions acknowledged", seen.acked);
+    assert!(!outages.is_empty(), "no fault was injected");
+}
+
+fn rand_seed() -> u64 {
+    u64::from_le_bytes(engine::Seed::from_os().unwrap().0.to_le_bytes()[..8].try_into().unwrap())
+}
+
+/// Waits until every room has an acknowledgement after `after`; the rooms still silent
+/// when `within` is over.
+async fn wait_all_ack_after(seen: &Arc<Mutex<Seen>>, after: Instant, within: Duration) -> Result<(), Vec<usize>> {
+    let deadline = Instant::now() + within;
+    loop {
+        let silent: Vec<usize> = {
+            let seen = seen.lock().unwrap();
+            (0..seen.ack_times.len()).filter(|r| seen.ack_times[*r].last().is_none_or(|t| *t <= after)).collect()
+        };
+        if silent.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(silent);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The longest time any room went without an acknowledgement, over gaps that end after
+/// `since` (the fault's start).
+fn longest_gap(seen: &Arc<Mutex<Seen>>, since: Instant) -> Duration {
+    let seen = seen.lock().unwrap();
+    let mut longest = Duration::ZERO;
+    for times in &seen.ack_times {
+        for pair in times.windows(2) {
+            if pair[1] > since {
+                longest = longest.max(pair[1] - pair[0]);
+            }
+        }
+    }
+    longest
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_and_a_same_id_restart_never_show_unknown_room() {
+    let _serial = SERIAL.lock().await;
+    let redis = OwnRedis::start();
+    let url = redis.url();
+    let prefix = format!("roomd-moving-{}", rand_seed());
+    // A long lease: a restarted node that waited for its old lease to run out would be
+    // seen answering for its rooms much later than the bound below.
+    let env = [("ROOMD__CLUSTER__LEASE_MS", "20000")];
+    let mut nodes: Vec<Proc> = tokio::task::block_in_place(|| {
+        ["ma", "mb", "mc"].iter().map(|id| Proc::start(id, &prefix, &url, &env)).collect()
+    });
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    for node in &nodes {
+        until_sees(&http, node, 3, Duration::from_secs(30)).await;
+    }
+    let (_, alice) = guest(&http, &nodes[0].base, "alice").await;
+    let (_, bob) = guest(&http, &nodes[1].base, "bob").await;
+    // A room owned by mc, played from ma.
+    let mut room = None;
+    for _ in 0..24 {
+        let (r, _, owner) = tally_room(&http, &nodes[0].base, &alice, &[&bob]).await;
+        if owner == "mc" {
+            room = Some(r);
+            break;
+        }
+    }
+    let room = room.expect("a room on mc");
+    let mut a = connect(&nodes[0].ws(), &alice).await;
+    a.send(Message::text(json!({"t": "sub", "room": room}).to_string())).await.unwrap();
+    let mut cs = 0u64;
+
+    // Drain mc while alice plays: every answer is an ack or `room_unavailable`/`room_moved`.
+    nodes[2].signal("TERM");
+    let drain_started = Instant::now();
+    while drain_started.elapsed() < Duration::from_secs(8) {
+        cs += 1;
+        acked_never_unknown(&mut a, &room, cs, Duration::from_secs(20)).await;
+    }
+    assert!(tokio::task::block_in_place(|| nodes[2].wait_exit(Duration::from_secs(20))), "mc exits after its drain");
+
+    // mc comes back (same id) and gets a room of its own again.
+    tokio::task::block_in_place(|| nodes[2].up());
+    for node in &nodes {
+        until_sees(&http, node, 3, Duration::from_secs(30)).await;
+    }
+    let mut room2 = None;
+    for _ in 0..24 {
+        let (r, _, owner) = tally_room(&http, &nodes[0].base, &alice, &[&bob]).await;
+        if owner == "mc" {
+            room2 = Some(r);
+            break;
+        }
+    }
+    let room2 = room2.expect("a room on the restarted mc");
+    // SIGKILL mc and restart it at once with the same id: its previous process's lease
+    // (20 s) is still there. The new process takes the room back at once.
+    tokio::task::block_in_place(|| {
+        nodes[2].kill();
+        nodes[2].up();
+    });
+    let restarted = Instant::now();
+    let mut on_mc = connect(&nodes[2].ws(), &bob).await;
+    let info = http.get(format!("{}/api/rooms/{room2}", nodes[2].base)).bearer_auth(&bob).send().await.unwrap();
+    assert_ne!(info.status(), 404, "a room that exists is never unknown");
+    for cs in 1..=3 {
+        acked_never_unknown(&mut on_mc, &room2, cs, Duration::from_secs(20)).await;
+    }
+    assert!(
+        restarted.elapsed() < Duration::from_secs(15),
+        "the restarted node took its room back only after {:?} (its old lease lasts 20 s)",
+        restarted.elapsed()
+    );
+    // The drained room plays on too.
+    cs += 1;
+    acked_never_unknown(&mut a, &room, cs, Duration::from_secs(20)).await;
+}
+
+async fn connect(ws_base: &str, token: &str) -> Ws {
+    tokio_tungstenite::connect_async(format!("{ws_base}/ws?token={token}")).await.unwrap().0
+}
+
+/// Sends `cs` until acknowledged (resending on `room_unavailable`/`room_moved`); panics on
+/// `unknown_room` or any reject.
+async fn acked_never_unknown(ws: &mut Ws, room: &str, cs: u64, within: Duration) -> u64 {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        ws.send(Message::text(json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}}).to_string()))
+            .await
+            .unwrap();
+        let answer_by = (tokio::time::Instant::now() + Duration::from_secs(3)).min(deadline);
+        loop {
+            let frame = match tokio::time::timeout_at(answer_by, ws.next()).await {
+                Ok(Some(Ok(Message::Text(t)))) => t,
+                Ok(Some(Ok(_))) => continue,
+                Ok(_) => panic!("socket closed waiting for cs {cs}"),
+                Err(_) => break,
+            };
+            let msg: Value = serde_json::from_str(&frame).unwrap();
+            assert_ne!(msg["code"], "unknown_room", "a room that exists was called unknown: {msg}");
+            assert_ne!(msg["t"], "reject", "a definite reject for a moving room: {msg}");
+            if msg["t"] == "ack" && msg["cs"] == cs {
+                return msg["seq"].as_u64().unwrap();
+            }
+            if msg["t"] == "error" && (msg["cs"] == cs || msg["cs"].is_null()) {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                break;
+            }
+        }
+        assert!(tokio::time::Instant::now() < deadline, "cs {cs} in {room} never acknowledged");
+    }
+}
