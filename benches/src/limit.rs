@@ -11,7 +11,7 @@ use serde_json::json;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
@@ -67,6 +67,23 @@ pub async fn serve(listener: TcpListener) -> std::io::Result<()> {
     serve_with(listener, None).await
 }
 
+/// [`serve`] behind TLS (tests of loadgen's `https://` / `wss://` support).
+pub async fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor) -> std::io::Result<()> {
+    let rooms = Arc::new(Rooms::default());
+    let mut next_id = 0u64;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        next_id += 1;
+        let (acceptor, rooms) = (acceptor.clone(), rooms.clone());
+        tokio::spawn(async move {
+            if let Ok(tls) = acceptor.accept(stream).await {
+                connection(tls, next_id, rooms, None).await;
+            }
+        });
+    }
+}
+
 /// [`serve`], stalling once as `stall` says.
 pub async fn serve_with(listener: TcpListener, stall: Option<Stall>) -> std::io::Result<()> {
     let stall = stall.map(Arc::new);
@@ -74,6 +91,7 @@ pub async fn serve_with(listener: TcpListener, stall: Option<Stall>) -> std::io:
     let mut next_id = 0u64;
     loop {
         let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
         next_id += 1;
         tokio::spawn(connection(stream, next_id, rooms.clone(), stall.clone()));
     }
@@ -85,8 +103,10 @@ fn view_json(room: &Room) -> String {
 
 // The handshake callback's error type is tungstenite's (an HTTP response); not ours to shrink.
 #[allow(clippy::result_large_err)]
-async fn connection(stream: TcpStream, id: u64, rooms: Arc<Rooms>, stall: Option<Arc<Stall>>) {
-    let _ = stream.set_nodelay(true);
+async fn connection<S>(stream: S, id: u64, rooms: Arc<Rooms>, stall: Option<Arc<Stall>>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let mut user = String::new();
     let callback = |req: &tokio_tungstenite::tungstenite::handshake::server::Request,
                     res: tokio_tungstenite::tungstenite::handshake::server::Response| {

@@ -29,8 +29,9 @@ servers
                         e.g. --server-pid \"$(pgrep -n roomd)\"
 
 load
-  --game GAME           tally (bumps on a schedule; option target null) or halli-galli
-                        (flip on turn, ring on five)                  [default tally]
+  --game GAME           tally (bumps on a schedule; option target null), halli-galli
+                        (flip on turn, ring on five) or cockroach-poker (offer, peek,
+                        pass, call at random)                         [default tally]
                         e.g. --game halli-galli
   --rooms N             rooms to create, 4 player sockets each         [default 10]
                         e.g. --rooms 1000
@@ -46,7 +47,7 @@ load
                         is the window                            e.g. --stages 30s:1000,60s:4000,30s:0
   --stages-of WHAT      rate (tally bumps/s) or sockets (rooms of four set up and torn
                         down while measuring; no separate ramp)
-                        [default rate for tally, sockets for halli-galli]
+                        [default rate for tally, sockets for the other games]
                         e.g. --stages 1m:4000 --stages-of sockets
   --closed-loop         old pacing, for comparison: a tick per --interval-ms, skipped while
                         --max-in-flight are unanswered, latency from the actual send (this
@@ -59,7 +60,7 @@ load
                         e.g. --concurrency 64
   --ramp-timeout DUR    longest ramp                                   [default 120s]
                         e.g. --ramp-timeout 5m
-  --reaction-ms MS      halli-galli reaction delay (+0..50% jitter)    [default 250]
+  --reaction-ms MS      halli-galli / cockroach-poker reaction delay (+0..50% jitter) [default 250]
                         e.g. --reaction-ms 400
   --bad-ring-rate P     halli-galli chance per update of a wrong or stale ring [default 0.05]
                         e.g. --bad-ring-rate 0
@@ -121,7 +122,9 @@ impl Cli {
         put("target", format!("{:?}", c.target).to_lowercase());
         put("game", c.game.id().to_owned());
         put("rooms", c.rooms.to_string());
-        put("duration", format!("{:?}", c.duration));
+        if self.stages.is_none() {
+            put("duration", format!("{:?}", c.duration));
+        }
         put("loop", format!("{:?}", c.mode).to_lowercase());
         if let Some(r) = c.rate {
             put("rate", r.to_string());
@@ -136,7 +139,7 @@ impl Cli {
         }
         put("concurrency", c.concurrency.to_string());
         put("ramp timeout", format!("{:?}", c.ramp_timeout));
-        if c.game == GameKind::HalliGalli {
+        if c.game != GameKind::Tally {
             put("reaction", format!("{:?}", c.reaction));
             put("bad ring rate", c.bad_ring_rate.to_string());
         }
@@ -153,9 +156,10 @@ impl Cli {
 
 /// Cores and CPU model of this machine.
 fn machine() -> String {
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZeroUsize::get);
-    let model = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
+    // /proc/cpuinfo, not available_parallelism: loadgen often runs pinned to one core.
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cores = info.lines().filter(|l| l.starts_with("processor")).count();
+    let model = Some(info.as_str())
         .and_then(|t| {
             t.lines()
                 .find_map(|l| l.strip_prefix("model name").map(|m| m.trim_start_matches([' ', '\t', ':']).to_owned()))

@@ -44,8 +44,13 @@ pub fn line_chart(title: &str, y_desc: &str, series: &[(&str, Vec<(f64, f64)>)],
                 for (i, (name, points)) in series.iter().enumerate() {
                     let color = COLORS[i % COLORS.len()];
                     let pts: Vec<(f64, f64)> = points.iter().map(|(x, y)| (*x, y.max($floor))).collect();
+                    // The first series (e.g. the schedule) is drawn wide so lines on top of it stay visible.
+                    let width = if i == 0 && series.len() > 1 { 5 } else { 2 };
                     chart
-                        .draw_series(LineSeries::new(pts, color.stroke_width(2)))
+                        .draw_series(LineSeries::new(
+                            pts,
+                            color.mix(if width > 2 { 0.45 } else { 1.0 }).stroke_width(width),
+                        ))
                         .map_err(err)?
                         .label(*name)
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));

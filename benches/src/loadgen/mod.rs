@@ -57,6 +57,8 @@ pub enum GameKind {
     Tally,
     /// Clients flip on their turn and ring on five of a fruit.
     HalliGalli,
+    /// The player whose move it is offers, peeks, passes or calls at random.
+    CockroachPoker,
 }
 
 impl GameKind {
@@ -64,6 +66,7 @@ impl GameKind {
         match self {
             GameKind::Tally => "tally",
             GameKind::HalliGalli => "halli-galli",
+            GameKind::CockroachPoker => "cockroach-poker",
         }
     }
 }
@@ -74,7 +77,8 @@ impl std::str::FromStr for GameKind {
         match s {
             "tally" => Ok(GameKind::Tally),
             "halli-galli" => Ok(GameKind::HalliGalli),
-            other => bail!("unknown game {other:?} (tally or halli-galli)"),
+            "cockroach-poker" => Ok(GameKind::CockroachPoker),
+            other => bail!("unknown game {other:?} (tally, halli-galli or cockroach-poker)"),
         }
     }
 }

@@ -238,6 +238,8 @@ pub async fn setup_room(
     let options = match cfg.game {
         GameKind::Tally => json!({"target": null}),
         GameKind::HalliGalli => json!({}),
+        // Short games (three of a kind loses), so the host restarts often.
+        GameKind::CockroachPoker => json!({"loseCount": 3, "turnSeconds": 15}),
     };
     let host = &sessions[0];
     let created =

@@ -14,6 +14,9 @@
 //!   fruit (or wrongly / stale with `--bad-ring-rate`), each after `--reaction-ms` (+0–50 %);
 //!   the host restarts a finished game. Each action's latency runs from the time it was
 //!   planned for.
+//! - **cockroach-poker**: the player whose move it is (the starter offers a random card
+//!   with a true or false claim to a random player; the holder peeks, passes or calls at
+//!   random) acts after `--reaction-ms`; the host restarts a finished game. Same latency.
 
 use super::net::{post, Envelope, Player};
 use super::spec::Schedule;
@@ -89,6 +92,54 @@ impl HgView {
     }
 }
 
+/// Creature kinds a cockroach-poker claim may name.
+const CP_KINDS: [&str; 8] = ["cockroach", "bat", "fly", "toad", "rat", "scorpion", "spider", "stinkbug"];
+
+/// A random legal-looking cockroach-poker move for `me` from a view, or `None` when it is
+/// not `me`'s move (or the game is over). `soak` plays cockroach poker with it too.
+pub fn cockroach_action(view: &Value, me: &str, rng: &mut Rng) -> Option<Value> {
+    if !view.get("loser").is_none_or(Value::is_null) {
+        return None;
+    }
+    let s = |k: &str| view.get(k).and_then(Value::as_str);
+    let targets: Vec<&str> = view
+        .get("passTargets")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let peeked = view.get("peeked").and_then(Value::as_bool).unwrap_or(false);
+    let kind = CP_KINDS[rng.index(CP_KINDS.len())];
+    if s("holder") == Some(me) {
+        if peeked {
+            let to = rng.pick(&targets)?.to_string();
+            Some(json!({"type": "pass", "to": to, "claim": kind}))
+        } else if !targets.is_empty() && rng.chance(0.3) {
+            Some(json!({"type": "peek"}))
+        } else {
+            Some(json!({"type": "call", "call": if rng.chance(0.5) { "true" } else { "false" }}))
+        }
+    } else if s("holder").is_none() && s("starter") == Some(me) {
+        let hand: Vec<(u64, String)> = view
+            .get("hand")
+            .and_then(Value::as_array)
+            .map(|h| {
+                h.iter().filter_map(|c| Some((c.get("id")?.as_u64()?, c.get("kind")?.as_str()?.to_owned()))).collect()
+            })
+            .unwrap_or_default();
+        let others: Vec<&str> = view
+            .get("order")
+            .and_then(Value::as_array)
+            .map(|o| o.iter().filter_map(Value::as_str).filter(|p| *p != me).collect())
+            .unwrap_or_default();
+        let (id, real) = rng.pick(&hand).cloned()?;
+        let to = rng.pick(&others)?.to_string();
+        let claim = if rng.chance(0.5) { real } else { kind.to_owned() };
+        Some(json!({"type": "offer", "cardId": id, "to": to, "claim": claim}))
+    } else {
+        None
+    }
+}
+
 /// An action a client will send at `at`.
 struct Planned {
     at: Instant,
@@ -122,6 +173,9 @@ pub struct Client {
     /// Halli-galli: the table version a ring was last planned for.
     ring_planned_for: Option<u64>,
     last_view: Option<HgView>,
+    /// Cockroach poker: the latest view (with its seq) and the seq last acted on.
+    cp_view: Option<(u64, Value)>,
+    cp_acted: Option<u64>,
     updates: u64,
     results: u64,
 }
@@ -145,6 +199,8 @@ impl Client {
             flip_planned: false,
             ring_planned_for: None,
             last_view: None,
+            cp_view: None,
+            cp_acted: None,
             updates: 0,
             results: 0,
         }
@@ -189,6 +245,7 @@ impl Client {
                 if let Some(view) = self.last_view.take() {
                     self.on_view(view);
                 }
+                self.think_cp();
             }
             let next_plan = self.plans.iter().map(|p| p.at).min();
             let next_due = if phase == Phase::Window { self.next_due() } else { None };
@@ -293,8 +350,7 @@ impl Client {
     /// The window is over: whatever was due before `end` and not sent is counted missed.
     fn close_window(&mut self, end: Instant) {
         let mut missed = 0u64;
-        while let Some(due) = self.next_due().filter(|d| *d < end) {
-            let _ = due;
+        while self.next_due().is_some_and(|d| d < end) {
             self.next_k += 1;
             missed += 1;
         }
@@ -344,12 +400,22 @@ impl Client {
                         self.updates += 1;
                     }
                 }
-                if self.cfg.game == GameKind::HalliGalli {
-                    match serde_json::from_str::<WithView<HgView>>(text) {
+                match self.cfg.game {
+                    GameKind::HalliGalli => match serde_json::from_str::<WithView<HgView>>(text) {
                         Ok(v) if phase == Phase::Window => self.on_view(v.view),
                         Ok(v) => self.last_view = Some(v.view),
                         Err(e) => self.error(format!("bad halli-galli view ({e})")),
-                    }
+                    },
+                    GameKind::CockroachPoker => match serde_json::from_str::<WithView<Value>>(text) {
+                        Ok(v) => {
+                            self.cp_view = Some((env.seq.unwrap_or(0), v.view));
+                            if phase == Phase::Window {
+                                self.think_cp();
+                            }
+                        }
+                        Err(e) => self.error(format!("bad cockroach-poker view ({e})")),
+                    },
+                    GameKind::Tally => {}
                 }
             }
             "ack" => {
@@ -408,8 +474,32 @@ impl Client {
         }
     }
 
-    /// After an ack or reject: a halli-galli flip is no longer in flight.
+    /// Cockroach poker: plans this player's move on the latest view, once per seq.
+    fn think_cp(&mut self) {
+        if self.cfg.game != GameKind::CockroachPoker {
+            return;
+        }
+        let Some((seq, view)) = self.cp_view.take() else { return };
+        if self.cp_acted != Some(seq) {
+            if let Some(action) = cockroach_action(&view, &self.player.me, &mut self.rng) {
+                self.cp_acted = Some(seq);
+                let at = Instant::now() + self.reaction();
+                self.plans.push(Planned { at, action });
+            }
+        }
+        self.cp_view = Some((seq, view));
+    }
+
+    /// After an ack or reject: a halli-galli flip is no longer in flight; a refused
+    /// cockroach-poker move is chosen again.
     fn after_answer(&mut self, env: &Envelope) {
+        if self.cfg.game == GameKind::CockroachPoker {
+            if env.t == "reject" {
+                self.cp_acted = None;
+                self.think_cp();
+            }
+            return;
+        }
         if self.cfg.game != GameKind::HalliGalli {
             return;
         }

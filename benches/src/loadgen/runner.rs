@@ -32,7 +32,7 @@ pub fn validate(cfg: &Config) -> anyhow::Result<()> {
     }
     let tally = cfg.game == GameKind::Tally;
     if (cfg.rate.is_some() || cfg.rate_stages.is_some()) && !tally {
-        bail!("--rate and rate stages pace tally bumps; halli-galli plays at the game's pace (use socket stages)");
+        bail!("--rate and rate stages pace tally bumps; the other games play at their own pace (use socket stages)");
     }
     if cfg.mode == LoopMode::Closed && (cfg.rate_stages.is_some() || cfg.rate.is_some()) {
         bail!("--closed-loop paces by --interval-ms; --rate and rate stages are open loop");
