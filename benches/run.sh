@@ -5,6 +5,9 @@
 #   DURATION=20 HG_ROOMS=4500 benches/run.sh
 #   SKIP_BUILD=1 ROOMD_BIN=/path/to/roomd benches/run.sh   # measure a roomd built elsewhere
 #   SCENARIOS="roomd-tally roomd-cluster-tally" benches/run.sh
+#   SCENARIOS="roomd-cockroach-poker" CP_ROOMS=500 benches/run.sh   # not in the default set
+#   THRESHOLDS="p99<50ms errors<0.1%" benches/run.sh      # exit 99 at the end if one failed
+#   NOTE="other builds were running" benches/run.sh       # a line under the table's header
 #
 # roomd-cluster-tally runs the tally load against two cluster nodes and a private
 # redis-server (all on core 0), each room's players spread over both nodes; its CPU and
@@ -13,8 +16,16 @@
 # The server (roomd or limit_server) is pinned to core 0 and loadgen to core 1 with
 # taskset. Every scenario starts a fresh server. Server CPU seconds (utime+stime) come
 # from /proc/<pid>/stat and RSS from /proc/<pid>/status, both by loadgen (--server-pid,
-# sampled when the measured window opens and closes) and here (whole-run totals).
-# Prints one table and writes it to benches/results.md.
+# sampled every second and when the measured window opens and closes) and here
+# (whole-run totals).
+#
+# Every scenario writes its loadgen report to $REPORTS/NAME.json and NAME.html (the HTML
+# has the plots) and NAME.run.json (whole-run CPU, peak RSS); loadgen_results then
+# generates the summary table from those JSONs into $OUT (benches/results.md: generated,
+# never edited by hand).
+#
+# Every roomd started here raises the per-address limits and the connection cap: all the
+# load comes from 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,18 +35,23 @@ TALLY_ROOMS=${TALLY_ROOMS:-100}    # tally fan-out rooms (4 sockets each)
 TALLY_INTERVAL_MS=${TALLY_INTERVAL_MS:-100}
 HG_ROOMS=${HG_ROOMS:-1000}         # halli-galli rooms (4 sockets each)
 HG_REACTION_MS=${HG_REACTION_MS:-250}
+CP_ROOMS=${CP_ROOMS:-250}          # cockroach-poker rooms (4 sockets each; not in the default set)
 PORT=${PORT:-18080}
 PORT2=${PORT2:-18081}
 REDIS_PORT=${REDIS_PORT:-18379}
 LIMIT_PORT=${LIMIT_PORT:-18090}
 RAMP_TIMEOUT=${RAMP_TIMEOUT:-300}
 OUT=${OUT:-benches/results.md}
+REPORTS=${REPORTS:-benches/reports}
+THRESHOLDS=${THRESHOLDS:-}
+NOTE=${NOTE:-}
+# One address sends all the load: lift roomd's per-address limits and its connection cap.
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 20000 2>/dev/null || true
 echo "ulimit -n: $(ulimit -n)" >&2
 
 if [[ -z "${SKIP_BUILD:-}" ]]; then
-  cargo build --release -p gateway --bin roomd -p benches --bin loadgen --bin limit_server >&2
+  cargo build --release -p gateway --bin roomd -p benches --bin loadgen --bin loadgen_results --bin limit_server >&2
 fi
 BIN=$CARGO_TARGET_DIR/release
 ROOMD_BIN=${ROOMD_BIN:-$BIN/roomd}   # another roomd build to measure (e.g. a release of a commit)
@@ -78,7 +94,7 @@ LOAD_ENV=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=10000
           ROOMD__STORE__PATH="$WORK/data")
 start_roomd() {
   env "${LOAD_ENV[@]}" ROOMD__AUTH__SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
-    ROOMD__HTTP__PORT=$PORT ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
+    ROOMD__HTTP__PORT="$PORT" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
     taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
   SERVER_PID=$!
   wait_port "$PORT"
@@ -93,7 +109,7 @@ start_cluster() {
   local pids=$redis port id
   for id in 1 2; do
     port=$PORT; [[ $id == 2 ]] && port=$PORT2
-    env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT=$port ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
+    env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
       ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
       taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$id.log" 2>&1 &
     pids="$pids,$!"
@@ -108,27 +124,32 @@ start_limit() {
   wait_port "$LIMIT_PORT"
 }
 
-ROWS=()
+mkdir -p "$REPORTS"
+RAN=()
+FAILED=()
+threshold_args=()
+for t in $THRESHOLDS; do threshold_args+=(--threshold "$t"); done
 # scenario NAME LOADGEN-ARGS…: runs loadgen on core 1 against the running server.
 scenario() {
   local name=$1; shift
   local cpu0; cpu0=$(cpu_s "$SERVER_PID")
   local limit=$((DURATION + RAMP_TIMEOUT + 60))
   echo "== $name: loadgen $*" >&2
+  local code=0
   timeout "$limit" taskset -c 1 "$BIN/loadgen" --duration "$DURATION" --ramp-timeout "$RAMP_TIMEOUT" \
-    --server-pid "$SERVER_PID" --json "$@" >"$WORK/$name.json"
+    --server-pid "$SERVER_PID" --quiet --json --report "$REPORTS/$name.html" "${threshold_args[@]}" "$@" \
+    >"$REPORTS/$name.json" || code=$?
+  if [[ $code == 99 ]]; then FAILED+=("$name"); elif [[ $code != 0 ]]; then echo "loadgen failed ($code)" >&2; exit "$code"; fi
   local cpu1; cpu1=$(cpu_s "$SERVER_PID")
-  local peak; peak=$(rss_kb "$SERVER_PID")
-  jq -r --arg name "$name" --arg total "$(echo "$cpu1 - $cpu0" | bc -l)" --arg peak "$peak" '
-    def r(n): if n == null then "–" else (n * 10 | round / 10 | tostring) end;
-    "| \($name) | \(.connectedClients) | \(r(.actionsPerS)) | \(r(.updatesPerS)) | \(r(.latency.p50Ms)) / \(r(.latency.p99Ms)) / \(r(.latency.p999Ms)) / \(r(.latency.maxMs)) | \(r(.serverCpuS)) (\($total | tonumber | . * 10 | round / 10)) | \(r(.deliveriesPerCpuS)) | \(r(.playersPerCore)) | \(r(.kbPerRoom)) / \(r(.kbPerConnection)) | \(($peak | tonumber) / 1024 | round) | \(r(.loadgenCpuS)) | \(r(.serverRunqueueWaitS)) / \(r(.loadgenRunqueueWaitS)) | \([.rejects | to_entries[] | "\(.key)=\(.value)"] | join(" ")) | \(.errors) |"
-  ' "$WORK/$name.json" | tee -a "$WORK/rows" >&2
+  printf '{"wholeRunCpuS": %s, "peakRssKb": %s}\n' "$(echo "$cpu1 - $cpu0" | bc -l | sed 's/^\./0./')" "$(rss_kb "$SERVER_PID")" \
+    >"$REPORTS/$name.run.json"
+  jq -r '"\(.actionsPerS | round)/s acked, p99 \(.latency.p99Ms) ms, errors \(.errors)"' "$REPORTS/$name.json" >&2
+  RAN+=("$REPORTS/$name.json")
   cleanup; SERVER_PID=""
 }
 
 SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-cluster-tally roomd-halli-galli}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
-touch "$WORK/rows"
 if want limit-tally; then
 start_limit
 scenario limit-tally --limit --url "http://127.0.0.1:$LIMIT_PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
@@ -145,22 +166,24 @@ if want roomd-halli-galli; then
 start_roomd
 scenario roomd-halli-galli --url "http://127.0.0.1:$PORT" --game halli-galli --rooms "$HG_ROOMS" --reaction-ms "$HG_REACTION_MS" --concurrency 64
 fi
+if want roomd-cockroach-poker; then
+start_roomd
+scenario roomd-cockroach-poker --url "http://127.0.0.1:$PORT" --game cockroach-poker --rooms "$CP_ROOMS" --reaction-ms "$HG_REACTION_MS" --concurrency 64
+fi
 
-limit_dps=$(jq '.deliveriesPerCpuS // 0' "$WORK/limit-tally.json" 2>/dev/null || echo 0)
-roomd_dps=$(jq '.deliveriesPerCpuS // 0' "$WORK/roomd-tally.json" 2>/dev/null || echo 0)
-ratio=$(echo "if ($limit_dps > 0) $roomd_dps / $limit_dps * 100 else 0" | bc -l)
-
-{
-  echo "Measured $(date -u +%Y-%m-%dT%H:%MZ) on $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)); server on core 0, loadgen on core 1; window ${DURATION} s."
-  echo
-  echo "| scenario | clients | actions/s | updates/s | latency p50 / p99 / p99.9 / max (ms) | server CPU-s window (whole run) | deliveries / CPU-s | players / core | KiB per room / per conn | peak RSS MiB | loadgen CPU-s window | run-queue wait s server / loadgen | rejects | errors |"
-  echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
-  cat "$WORK/rows"
-  echo
-  printf 'roomd tally fan-out: %.0f%% of the limit server'"'"'s deliveries per CPU-second (target ≥ 70%%).\n' "$ratio"
-  if [[ -f "$WORK/roomd-cluster-tally.json" && -f "$WORK/roomd-tally.json" ]]; then
-    single=$(jq '.latency.p99Ms' "$WORK/roomd-tally.json"); cluster=$(jq '.latency.p99Ms' "$WORK/roomd-cluster-tally.json")
-    printf 'cluster (2 nodes + Redis) tally p99 %.1f ms = %.2f× the single node'"'"'s %.1f ms at the same offered load (target ≤ 1.5×).\n' \
-      "$cluster" "$(echo "if ($single > 0) $cluster / $single else 0" | bc -l)" "$single"
-  fi
-} | tee "$OUT"
+[[ ${#RAN[@]} -gt 0 ]] || { echo "no scenario ran (SCENARIOS=$SCENARIOS)" >&2; exit 1; }
+"$BIN/loadgen_results" --out "$OUT" --reports-link "$(realpath --relative-to="$(dirname "$OUT")" "$REPORTS")" \
+  --note "$NOTE" "${RAN[@]}"
+cat "$OUT"
+# benches/README.md shows the same generated table between its results markers.
+README=benches/README.md
+if [[ "$OUT" == benches/results.md ]] && grep -q '<!-- results:begin -->' "$README"; then
+  awk -v f="$OUT" 'BEGIN { while ((getline l < f) > 0) body = body l "\n" }
+    /<!-- results:begin -->/ { print; printf "%s", body; skip = 1; next }
+    /<!-- results:end -->/ { skip = 0 }
+    !skip' "$README" >"$WORK/README.md" && cp "$WORK/README.md" "$README"
+fi
+if [[ ${#FAILED[@]} -gt 0 ]]; then
+  echo "thresholds failed in: ${FAILED[*]} (see $REPORTS/NAME.html)" >&2
+  exit 99
+fi

@@ -8,7 +8,8 @@
 #   REDIS_URL=redis://127.0.0.1:6393/ benches/soak.sh    # cluster mode (your own Redis)
 #   SKIP_BUILD=1 ROOMD_BIN=/path/to/roomd benches/soak.sh
 #
-# ROOMD_ENV adds settings, e.g. ROOMD_ENV="ROOMD__ROOMS__SNAPSHOT_EVERY=32".
+# ROOMD_ENV adds settings, e.g. ROOMD_ENV="ROOMD__ROOMS__SNAPSHOT_EVERY=32". All the load
+# comes from 127.0.0.1, so roomd's per-address limits and connection cap are lifted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -40,7 +41,8 @@ if [[ -n "${REDIS_URL:-}" ]]; then
   cluster+=(ROOMD__REDIS__URL="$REDIS_URL" ROOMD__REDIS__PREFIX="soak$$")
 fi
 # shellcheck disable=SC2086
-env ROOMD__HTTP__BIND=127.0.0.1 ROOMD__HTTP__PORT=0 ROOMD__LOG__LEVEL=warn ROOMD__LOG__FORMAT=json \
+env ROOMD__HTTP__ADDR_RATE_PER_MIN=1000000 ROOMD__HTTP__ADDR_BURST=1000000 ROOMD__HTTP__MAX_CONNECTIONS=100000 \
+  ROOMD__HTTP__BIND=127.0.0.1 ROOMD__HTTP__PORT=0 ROOMD__LOG__LEVEL=warn ROOMD__LOG__FORMAT=json \
   "${cluster[@]}" ${ROOMD_ENV:-} taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
 SERVER_PID=$!
 URL=""

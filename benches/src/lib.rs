@@ -4,8 +4,10 @@
 //!
 //! - [`recorded`]: games played step by step and logged as the room runner logs them
 //!   (inputs for the rebuild and log-codec benches).
-//! - [`loadgen`]: the load generator's core (HTTP setup, WebSocket players, report);
-//!   `src/bin/loadgen.rs` is its command line.
+//! - [`loadgen`]: the load generator (open-loop schedule, HTTP/WS/TLS setup, game
+//!   clients, HDR statistics, thresholds, HTML report; one module per concern);
+//!   `src/bin/loadgen.rs` is its command line, `src/bin/loadgen_results.rs` generates
+//!   `results.md` from its JSON reports.
 //! - [`limit`]: the reference "physical limit" server for tally fan-out;
 //!   `src/bin/limit_server.rs` runs it.
 //! - `benches/`: criterion benches (`engine`, `halli_galli`, `cockroach_poker`).

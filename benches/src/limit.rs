@@ -9,8 +9,9 @@ use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
 use serde_json::json;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use tokio::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
@@ -35,14 +36,64 @@ struct ClientMsg {
     cs: Option<u64>,
 }
 
+/// A pause for tests of the load generator: starting `after` the first `act` the server
+/// receives, every `act` waits until `length` has passed (answers stop, then arrive all
+/// at once), as a server stalled by a GC pause, a full disk or a stop-the-world would.
+#[derive(Debug)]
+pub struct Stall {
+    pub after: Duration,
+    pub length: Duration,
+    first_act: OnceLock<tokio::time::Instant>,
+}
+
+impl Stall {
+    pub fn new(after: Duration, length: Duration) -> Stall {
+        Stall { after, length, first_act: OnceLock::new() }
+    }
+
+    /// Waits out the stall if `now` falls in it.
+    async fn wait(&self) {
+        let now = tokio::time::Instant::now();
+        let from = *self.first_act.get_or_init(|| now) + self.after;
+        let until = from + self.length;
+        if now >= from && now < until {
+            tokio::time::sleep_until(until).await;
+        }
+    }
+}
+
 /// Serves until the listener fails; one task per connection.
 pub async fn serve(listener: TcpListener) -> std::io::Result<()> {
+    serve_with(listener, None).await
+}
+
+/// [`serve`] behind TLS (tests of loadgen's `https://` / `wss://` support).
+pub async fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAcceptor) -> std::io::Result<()> {
     let rooms = Arc::new(Rooms::default());
     let mut next_id = 0u64;
     loop {
         let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
         next_id += 1;
-        tokio::spawn(connection(stream, next_id, rooms.clone()));
+        let (acceptor, rooms) = (acceptor.clone(), rooms.clone());
+        tokio::spawn(async move {
+            if let Ok(tls) = acceptor.accept(stream).await {
+                connection(tls, next_id, rooms, None).await;
+            }
+        });
+    }
+}
+
+/// [`serve`], stalling once as `stall` says.
+pub async fn serve_with(listener: TcpListener, stall: Option<Stall>) -> std::io::Result<()> {
+    let stall = stall.map(Arc::new);
+    let rooms = Arc::new(Rooms::default());
+    let mut next_id = 0u64;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let _ = stream.set_nodelay(true);
+        next_id += 1;
+        tokio::spawn(connection(stream, next_id, rooms.clone(), stall.clone()));
     }
 }
 
@@ -52,8 +103,10 @@ fn view_json(room: &Room) -> String {
 
 // The handshake callback's error type is tungstenite's (an HTTP response); not ours to shrink.
 #[allow(clippy::result_large_err)]
-async fn connection(stream: TcpStream, id: u64, rooms: Arc<Rooms>) {
-    let _ = stream.set_nodelay(true);
+async fn connection<S>(stream: S, id: u64, rooms: Arc<Rooms>, stall: Option<Arc<Stall>>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let mut user = String::new();
     let callback = |req: &tokio_tungstenite::tungstenite::handshake::server::Request,
                     res: tokio_tungstenite::tungstenite::handshake::server::Response| {
@@ -84,6 +137,9 @@ async fn connection(stream: TcpStream, id: u64, rooms: Arc<Rooms>) {
             continue;
         };
         let Some(room_id) = m.room else { continue };
+        if let (Some(stall), "act") = (&stall, m.t.as_str()) {
+            stall.wait().await;
+        }
         let Ok(mut all) = rooms.0.lock() else { break };
         match m.t.as_str() {
             "sub" => {

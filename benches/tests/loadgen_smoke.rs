@@ -60,7 +60,7 @@ async fn tally_bumps_are_acked_and_fanned_out_to_every_player() {
     assert!(r.rejects.is_empty(), "{}", r.text());
     assert_eq!(r.acks, r.actions_sent, "{}", r.text());
     // Every ack was matched with the sender's own update, and each bump reached the room.
-    assert_eq!(r.latency.samples as u64, r.acks, "{}", r.text());
+    assert_eq!(r.latency.samples, r.acks, "{}", r.text());
     assert!(r.updates >= r.acks * 3, "{}", r.text());
 }
 
@@ -72,6 +72,18 @@ async fn halli_galli_players_flip_and_ring_through_real_games() {
     assert_clean(&r);
     assert!(r.acks > 0, "{}", r.text());
     assert!(r.updates > 0, "{}", r.text());
-    assert_eq!(r.latency.samples as u64, r.acks, "{}", r.text());
+    assert_eq!(r.latency.samples, r.acks, "{}", r.text());
+    assert_eq!(r.acks + r.rejects.values().sum::<u64>(), r.actions_sent, "{}", r.text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cockroach_poker_players_offer_and_answer_through_real_games() {
+    let addr = start_server();
+    let r = loadgen::run(config(addr, GameKind::CockroachPoker, Duration::from_secs(3))).await.unwrap();
+    assert_clean(&r);
+    // Every room's starter offers at once, and the holders answer: actions are acked.
+    assert!(r.acks >= 2, "{}", r.text());
+    assert!(r.updates > 0, "{}", r.text());
+    assert_eq!(r.latency.samples, r.acks, "{}", r.text());
     assert_eq!(r.acks + r.rejects.values().sum::<u64>(), r.actions_sent, "{}", r.text());
 }

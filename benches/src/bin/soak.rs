@@ -18,7 +18,7 @@
 //! step each of its players was in, and its sockets are dropped; it is never waited for.
 
 use anyhow::{anyhow, bail, Context};
-use benches::loadgen::{self, HgView, Session};
+use benches::loadgen::{self, ErrorTally, HgView, Session};
 use engine::{Rng, Seed};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -47,8 +47,6 @@ const MAX_REJECTS: u32 = 200;
 const MAX_RESENDS: u32 = 50;
 /// Wait before resending after `room_unavailable`.
 const RESEND_AFTER: Duration = Duration::from_millis(200);
-/// Error messages kept verbatim.
-const ERROR_SAMPLES: usize = 12;
 /// After this long in play, the halli-galli player who ends the game does so anyway.
 const HG_END_AFTER: Duration = Duration::from_secs(12);
 
@@ -325,24 +323,13 @@ struct Counts {
     rejects: BTreeMap<String, u64>,
     final_graceful: u64,
     final_abrupt: u64,
-    errors: u64,
-    error_kinds: BTreeMap<String, u64>,
-    error_samples: Vec<String>,
-}
-
-/// A short, count-friendly name for an error message.
-fn error_kind(message: &str) -> String {
-    let end = message.find(|c: char| c == ':' || c == '(' || c.is_ascii_digit()).unwrap_or(message.len()).min(60);
-    message[..end].trim().to_owned()
+    /// Errors by kind, counted as loadgen counts them.
+    errors: ErrorTally,
 }
 
 impl Counts {
     fn error(&mut self, message: String) {
-        self.errors += 1;
-        *self.error_kinds.entry(error_kind(&message)).or_default() += 1;
-        if self.error_samples.len() < ERROR_SAMPLES {
-            self.error_samples.push(message);
-        }
+        self.errors.error(message);
     }
 
     fn add(&mut self, o: Counts) {
@@ -367,15 +354,7 @@ impl Counts {
         }
         self.final_graceful += o.final_graceful;
         self.final_abrupt += o.final_abrupt;
-        self.errors += o.errors;
-        for (k, n) in o.error_kinds {
-            *self.error_kinds.entry(k).or_default() += n;
-        }
-        for s in o.error_samples {
-            if self.error_samples.len() < ERROR_SAMPLES {
-                self.error_samples.push(s);
-            }
-        }
+        self.errors.merge(o.errors);
     }
 }
 
@@ -469,8 +448,6 @@ async fn close_gracefully(ws: &mut Ws) -> anyhow::Result<()> {
         }
     }
 }
-
-const KINDS: [&str; 8] = ["cockroach", "bat", "fly", "toad", "rat", "scorpion", "spider", "stinkbug"];
 
 /// What an action was, to know what to undo when it is rejected.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -730,50 +707,10 @@ impl<'a> Player<'a> {
     fn think_cp(&mut self) {
         let Some((seq, view)) = &self.brain.last else { return };
         let (seq, view) = (*seq, view.clone());
-        if self.brain.acted_seq == Some(seq) || !view.get("loser").is_none_or(Value::is_null) {
+        if self.brain.acted_seq == Some(seq) {
             return;
         }
-        let me = self.session.user_id.as_str();
-        let s = |k: &str| view.get(k).and_then(Value::as_str);
-        let targets: Vec<&str> = view
-            .get("passTargets")
-            .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let peeked = view.get("peeked").and_then(Value::as_bool).unwrap_or(false);
-        let kind = KINDS[self.rng.index(KINDS.len())];
-        let action = if s("holder") == Some(me) {
-            if peeked {
-                let Some(to) = self.rng.pick(&targets).map(|t| t.to_string()) else { return };
-                json!({"type": "pass", "to": to, "claim": kind})
-            } else if !targets.is_empty() && self.rng.chance(0.3) {
-                json!({"type": "peek"})
-            } else {
-                json!({"type": "call", "call": if self.rng.chance(0.5) { "true" } else { "false" }})
-            }
-        } else if s("holder").is_none() && s("starter") == Some(me) {
-            let hand: Vec<(u64, String)> = view
-                .get("hand")
-                .and_then(Value::as_array)
-                .map(|h| {
-                    h.iter()
-                        .filter_map(|c| Some((c.get("id")?.as_u64()?, c.get("kind")?.as_str()?.to_owned())))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let others: Vec<&str> = view
-                .get("order")
-                .and_then(Value::as_array)
-                .map(|o| o.iter().filter_map(Value::as_str).filter(|p| *p != me).collect())
-                .unwrap_or_default();
-            let (Some((id, real)), Some(to)) =
-                (self.rng.pick(&hand).cloned(), self.rng.pick(&others).map(|t| t.to_string()))
-            else {
-                return;
-            };
-            let claim = if self.rng.chance(0.5) { real } else { kind.to_owned() };
-            json!({"type": "offer", "cardId": id, "to": to, "claim": claim})
-        } else {
+        let Some(action) = loadgen::play::cockroach_action(&view, &self.session.user_id, &mut self.rng) else {
             return;
         };
         self.brain.acted_seq = Some(seq);
@@ -1032,7 +969,7 @@ async fn worker(shared: Arc<Shared>) {
                 c
             }
         };
-        let ok = counts.errors == 0;
+        let ok = counts.errors.errors == 0;
         let slot = counts.by_game.entry(plan.game.id()).or_default();
         if ok {
             slot.0 += 1;
@@ -1208,7 +1145,7 @@ async fn soak(a: Args) -> anyhow::Result<u8> {
     );
     row("updates received, results seen", format!("{}, {}", totals.updates, totals.results));
     row("room_unavailable answers (resent with the same cs)", totals.unavailable.to_string());
-    row("errors", totals.errors.to_string());
+    row("errors", totals.errors.errors.to_string());
     for key in METRICS {
         let v = |m: Option<&BTreeMap<&'static str, f64>>| {
             m.and_then(|m| m.get(key)).map_or("?".into(), |v| format!("{v:.0}"))
@@ -1245,10 +1182,10 @@ async fn soak(a: Args) -> anyhow::Result<u8> {
         row("RSS samples", samples.len().to_string());
     }
     println!("| measure | value |\n|---|---|\n{out}");
-    for (kind, n) in &totals.error_kinds {
+    for (kind, n) in &totals.errors.error_kinds {
         println!("errors {kind}: {n}");
     }
-    for e in &totals.error_samples {
+    for e in &totals.errors.error_samples {
         println!("error: {e}");
     }
     let error_rate = totals.failed as f64 / done.max(1) as f64;
