@@ -6,6 +6,7 @@ use crate::{api, ws};
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
+use room_actor::cluster::failover::FailoverMetrics;
 use room_actor::cluster::node::{ClusterConfig, ClusterNode};
 use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
@@ -109,6 +110,8 @@ impl AppState {
             clock: Clock::System,
             ended_linger: Duration::from_secs(settings.rooms.ended_linger_s),
         };
+        let failover = FailoverMetrics::new()?;
+        failover.register(&registry)?;
         let cluster = match (redis, &settings.redis.url) {
             (Some(redis), Some(url)) => Some(ClusterNode::new(
                 ClusterConfig {
@@ -120,6 +123,7 @@ impl AppState {
                 },
                 redis,
                 room_deps.clone(),
+                failover,
             )),
             _ => None,
         };

@@ -21,6 +21,7 @@ pub struct Leases {
     claim: Script,
     renew: Script,
     release: Script,
+    take_over: Script,
 }
 
 impl Leases {
@@ -33,6 +34,7 @@ impl Leases {
             claim: Script::new(include_str!("../lua/claim.lua")),
             renew: Script::new(include_str!("../lua/renew.lua")),
             release: Script::new(include_str!("../lua/release.lua")),
+            take_over: Script::new(include_str!("../lua/take_over.lua")),
         }
     }
 
@@ -47,6 +49,38 @@ impl Leases {
             .invoke_async(&mut conn)
             .await
             .map_err(unavailable)
+    }
+
+    /// Takes `room`'s lease from `from_holder` (a node id) even before it expires: the
+    /// new token has a higher epoch, so the old holder's appends are fenced from now on.
+    /// Also takes a lease nobody holds. `None` when a third node holds it (someone else
+    /// was faster, or the room already moved). Used when a node is known dead (failover)
+    /// and by a node restarted with the same id taking back its previous self's rooms.
+    pub async fn take_over(&self, room: &str, from_holder: &str) -> Result<Option<String>, StoreError> {
+        let mut conn = self.conn.clone();
+        self.take_over
+            .key(self.keys.lease(room))
+            .key(self.keys.epoch(room))
+            .arg(&self.node)
+            .arg(self.ttl_ms)
+            .arg(from_holder)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)
+    }
+
+    /// The current holders of many rooms' leases, in one round trip (a pipeline of GETs,
+    /// which a cluster-aware client can split by slot).
+    pub async fn holders(&self, rooms: &[String]) -> Result<Vec<Option<String>>, StoreError> {
+        if rooms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for room in rooms {
+            pipe.get(self.keys.lease(room));
+        }
+        let mut conn = self.conn.clone();
+        pipe.query_async(&mut conn).await.map_err(unavailable)
     }
 
     /// Renews leases this node holds; returns the rooms whose lease was lost.
@@ -70,6 +104,11 @@ impl Leases {
         let released: u8 =
             self.release.key(self.keys.lease(room)).arg(token).invoke_async(&mut conn).await.map_err(unavailable)?;
         Ok(released == 1)
+    }
+
+    /// The node id in an owner token (`node/epoch`).
+    pub fn node_of(token: &str) -> &str {
+        token.rsplit_once('/').map_or(token, |(node, _)| node)
     }
 
     /// The current holder's token, if any.

@@ -3,10 +3,12 @@
 //! nodes to the rooms here (and rooms here to sessions there).
 
 use crate::cluster::bus::{self, Envelope, OpError, Publisher, Reply, RoomCmd};
+use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
 use crate::cluster::outbox::{NodeOutbox, RemoteSession};
 use crate::cluster::placement;
+use crate::cluster::quota::RoomQuota;
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
@@ -32,6 +34,19 @@ use tracing::{info, warn};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Rooms handed over at once during a drain (each is one mailbox turn and one Redis call).
 const HANDOVER_CONCURRENCY: usize = 64;
+/// Rooms activated at once (each is a few Redis round trips and a rebuild from the
+/// latest snapshot); more wait for a slot, so a node taking over a thousand rooms keeps
+/// serving the ones it already has.
+pub const ACTIVATION_CONCURRENCY: usize = 32;
+
+/// How a node gets a room's lease before restoring it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Only if nobody holds it (a new room, or one whose lease expired or was released).
+    Free,
+    /// From this node id even before its lease expires (it is known dead), or if free.
+    From(String),
+}
 
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -67,7 +82,17 @@ pub struct ClusterNode {
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     next_req: AtomicU64,
     pub draining: AtomicBool,
-    activating: tokio::sync::Mutex<()>,
+    /// One activation at a time per room (a second waits and finds the first's result).
+    activating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// At most [`ACTIVATION_CONCURRENCY`] rooms activated at once.
+    activation_slots: tokio::sync::Semaphore,
+    pub failover: FailoverMetrics,
+    pub quota: RoomQuota,
+    /// Nodes found dead, with the last time their subscription was seen (for
+    /// `roomd_failover_resume_seconds`).
+    dead_since: Mutex<HashMap<String, Instant>>,
+    /// Wakes the failover scan at once (a node died or left).
+    rescan: tokio::sync::Notify,
 }
 
 struct Restore {
@@ -90,11 +115,17 @@ fn op_error(e: RoomOpError) -> OpError {
 
 impl ClusterNode {
     /// `deps.store` must be `store` (the rooms of a cluster node persist to Redis).
-    pub fn new(config: ClusterConfig, store: RedisStore, deps: RoomDeps) -> Arc<ClusterNode> {
+    pub fn new(
+        config: ClusterConfig,
+        store: RedisStore,
+        deps: RoomDeps,
+        failover: FailoverMetrics,
+    ) -> Arc<ClusterNode> {
         let keys = store.keys().clone();
         let conn = store.connection();
         Arc::new(ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
+            quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
             publisher: Publisher::new(conn, &config.prefix),
             config,
@@ -107,7 +138,11 @@ impl ClusterNode {
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
             draining: AtomicBool::new(false),
-            activating: tokio::sync::Mutex::new(()),
+            activating: Mutex::new(HashMap::new()),
+            activation_slots: tokio::sync::Semaphore::new(ACTIVATION_CONCURRENCY),
+            failover,
+            dead_since: Mutex::new(HashMap::new()),
+            rescan: tokio::sync::Notify::new(),
         })
     }
 
@@ -161,13 +196,44 @@ impl ClusterNode {
     /// Claims the room's lease and restores it here; `None` if another node holds it or
     /// the room is unknown.
     pub async fn activate(self: &Arc<Self>, room: &str) -> Result<Option<RoomHandle>, StoreError> {
-        let _one_at_a_time = self.activating.lock().await;
+        self.activate_with(room, Claim::Free).await
+    }
+
+    /// [`ClusterNode::activate`] with the given way of taking the lease. Activations of
+    /// different rooms run concurrently (at most [`ACTIVATION_CONCURRENCY`]); two of the
+    /// same room run one after the other, and the second finds the first's actor.
+    pub async fn activate_with(self: &Arc<Self>, room: &str, how: Claim) -> Result<Option<RoomHandle>, StoreError> {
+        let room_lock = match self.activating.lock() {
+            Ok(mut map) => map.entry(room.to_owned()).or_default().clone(),
+            Err(_) => return Err(StoreError::Unavailable("activation table poisoned".into())),
+        };
+        let result = {
+            let _this_room = room_lock.lock().await;
+            match self.activation_slots.acquire().await {
+                Ok(_slot) => self.activate_locked(room, how).await,
+                Err(_) => Err(StoreError::Unavailable("activation slots closed".into())),
+            }
+        };
+        if let Ok(mut map) = self.activating.lock() {
+            // Forget the room's lock when nobody else waits on it.
+            if Arc::strong_count(&room_lock) == 2 {
+                map.remove(room);
+            }
+        }
+        result
+    }
+
+    async fn activate_locked(self: &Arc<Self>, room: &str, how: Claim) -> Result<Option<RoomHandle>, StoreError> {
         if self.holds(room) {
             if let Some(handle) = self.deps.directory.handle(room) {
                 return Ok(Some(handle));
             }
         }
-        let Some(token) = self.leases.claim(room).await? else { return Ok(None) };
+        let token = match &how {
+            Claim::Free => self.leases.claim(room).await?,
+            Claim::From(holder) => self.leases.take_over(room, holder).await?,
+        };
+        let Some(token) = token else { return Ok(None) };
         let Some(info) = self.store.room(room).await? else {
             self.leases.release(room, &token).await?;
             return Ok(None);
@@ -186,6 +252,16 @@ impl ClusterNode {
                 }
                 if let Ok(mut held) = self.held.lock() {
                     held.insert(room.to_owned(), token);
+                }
+                if let Claim::From(holder) = &how {
+                    if holder != self.id() {
+                        self.failover.failovers.inc();
+                        let since = self.dead_since.lock().ok().and_then(|d| d.get(holder).copied());
+                        if let Some(since) = since {
+                            self.failover.resume.observe(since.elapsed().as_secs_f64());
+                        }
+                        info!(room, node = self.id(), from = %holder, "room taken over");
+                    }
                 }
                 info!(room, node = self.id(), "room activated");
                 Ok(Some(handle))
@@ -444,10 +520,16 @@ impl ClusterNode {
                 match node.leases.renew(&held).await {
                     Ok(lost) => {
                         for room in lost {
-                            // The room's next append will be fenced and stop the actor.
-                            warn!(room = %room, "lease lost");
+                            // Another node has the room (this one was found dead, or
+                            // paused past its lease): its appends are fenced anyway; stop
+                            // the actor now so its watchers get `room_moved` and follow
+                            // the room instead of watching a frozen copy.
+                            warn!(room = %room, "lease lost; the room stops here");
                             if let Ok(mut h) = node.held.lock() {
                                 h.remove(&room);
+                            }
+                            if let Some(handle) = node.deps.directory.handle(&room) {
+                                let _ = handle.handover.try_send(crate::messages::Handover);
                             }
                         }
                     }
@@ -458,9 +540,11 @@ impl ClusterNode {
 
         let node = self.clone();
         actix::spawn(async move {
-            let every = Duration::from_millis((node.config.lease_ms / 2).max(100));
+            let every = Duration::from_millis((node.config.lease_ms / 4).max(100));
             loop {
-                tokio::time::sleep(every).await;
+                // Periodically (expired leases: hung or partitioned owners), and at once
+                // when the detector finds a node dead or gone.
+                let _ = tokio::time::timeout(every, node.rescan.notified()).await;
                 if node.draining.load(Ordering::Relaxed) {
                     continue;
                 }
@@ -469,6 +553,43 @@ impl ClusterNode {
                 }
             }
         });
+
+        let node = self.clone();
+        actix::spawn(async move {
+            let mut detector = Detector::new();
+            let mut ticks = tokio::time::interval(failover::DETECT_EVERY);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(e) = node.detect(&mut detector).await {
+                    warn!(error = %e, "failure detection poll failed");
+                }
+            }
+        });
+    }
+
+    /// One detection poll: the live nodes and their bus subscribers in two round trips;
+    /// dead ones are removed from the membership and their rooms are taken at once.
+    async fn detect(self: &Arc<Self>, detector: &mut Detector) -> Result<(), StoreError> {
+        let live = self.members.live_scored(self.now_ms()).await?;
+        let others: Vec<String> = live.iter().filter(|(m, _)| m.id != self.id()).map(|(m, _)| m.id.clone()).collect();
+        let counts = failover::subscribers(&self.store.connection(), &self.config.prefix, &others).await?;
+        let verdict = detector.observe(self.id(), &live, &counts, Instant::now());
+        let mut rescan = verdict.departed;
+        for (dead, score) in verdict.dead {
+            if let Ok(mut d) = self.dead_since.lock() {
+                d.insert(dead.clone(), detector.last_seen(&dead).unwrap_or_else(Instant::now));
+            }
+            if self.members.forget(&dead, score).await? {
+                self.failover.dead_nodes.inc();
+                warn!(node = %dead, "node found dead (its bus subscription is gone); taking over its rooms");
+            }
+            rescan = true;
+        }
+        if rescan {
+            self.rescan.notify_one();
+        }
+        Ok(())
     }
 
     /// Drain: stop taking rooms, then hand each room over after its last append and
@@ -514,21 +635,46 @@ impl ClusterNode {
         }
     }
 
-    /// Claims every open room that has no owner and that placement gives to this node,
-    /// including rooms nobody is talking to (their timers must keep running).
-    async fn scan_orphans(self: &Arc<Self>) -> Result<(), StoreError> {
-        let nodes = self.placeable().await?;
-        for info in self.store.open_rooms().await? {
-            if self.holds(&info.room_id) {
-                continue;
-            }
-            if placement::owner(&info.room_id, nodes.iter().map(String::as_str)) != Some(self.id()) {
-                continue;
-            }
-            if self.leases.holder(&info.room_id).await?.is_none() {
-                self.activate(&info.room_id).await?;
-            }
-        }
-        Ok(())
+    /// Claims every open room that placement gives to this node and that has no owner
+    /// (its lease expired or was released) or whose owner is no longer a live node (found
+    /// dead, or its heartbeat expired), including rooms nobody is talking to (their timers
+    /// must keep running). The leases are read in one pipeline and the rooms are activated
+    /// concurrently ([`ACTIVATION_CONCURRENCY`] at a time).
+    pub async fn scan_orphans(self: &Arc<Self>) -> Result<usize, StoreError> {
+        let live = self.members.live(self.now_ms()).await?;
+        let placeable: Vec<&str> = live.iter().filter(|m| !m.draining).map(|m| m.id.as_str()).collect();
+        let mut conn = self.store.connection();
+        let rooms: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.store.keys().open_rooms())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let rooms: Vec<String> = rooms
+            .into_iter()
+            .filter(|room| !self.holds(room) && placement::owner(room, placeable.iter().copied()) == Some(self.id()))
+            .collect();
+        let holders = self.leases.holders(&rooms).await?;
+        let wanted: Vec<(String, Claim)> = rooms
+            .into_iter()
+            .zip(holders)
+            .filter_map(|(room, token)| match token {
+                None => Some((room, Claim::Free)),
+                Some(token) => {
+                    let holder = Leases::node_of(&token);
+                    // Our own lease without an actor waits for its expiry, as before.
+                    (holder != self.id() && !live.iter().any(|m| m.id == holder))
+                        .then(|| (room, Claim::From(holder.to_owned())))
+                }
+            })
+            .collect();
+        let count = wanted.len();
+        futures_util::stream::iter(wanted)
+            .for_each_concurrent(ACTIVATION_CONCURRENCY, |(room, how)| async move {
+                if let Err(e) = self.activate_with(&room, how).await {
+                    warn!(room = %room, error = %e, "room not taken over; the next scan retries");
+                }
+            })
+            .await;
+        Ok(count)
     }
 }
