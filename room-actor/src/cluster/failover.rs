@@ -101,9 +101,9 @@ struct Suspect {
 pub struct Verdict {
     /// Nodes to declare dead, with the heartbeat score they had when found dead.
     pub dead: Vec<(String, i64)>,
-    /// Some node left the live set since the last poll (declared dead by another node,
-    /// a clean leave, or its heartbeat expired): its rooms may need an owner now.
-    pub departed: bool,
+    /// Nodes that left the live set since the last poll (declared dead by another node,
+    /// a clean leave, or their heartbeat expired): their rooms may need an owner now.
+    pub departed: Vec<String>,
 }
 
 /// The detection state of one node, fed by its polls (pure: tested without Redis).
@@ -142,7 +142,8 @@ impl Detector {
             }
         }
         let current: HashSet<String> = live.iter().map(|(m, _)| m.id.clone()).collect();
-        verdict.departed = self.previous.iter().any(|n| !current.contains(n));
+        verdict.departed = self.previous.iter().filter(|n| !current.contains(*n)).cloned().collect();
+        verdict.departed.sort();
         self.suspects.retain(|n, _| current.contains(n));
         self.previous = current;
         verdict
@@ -193,7 +194,7 @@ mod tests {
         let mut d = Detector::new();
         let t = Instant::now();
         d.observe("me", &live(&[("a", 1), ("b", 1), ("me", 1)]), &[1, 1], t);
-        assert!(d.observe("me", &live(&[("a", 1), ("me", 1)]), &[1], t).departed);
-        assert!(!d.observe("me", &live(&[("a", 1), ("me", 1)]), &[1], t).departed);
+        assert_eq!(d.observe("me", &live(&[("a", 1), ("me", 1)]), &[1], t).departed, vec!["b".to_owned()]);
+        assert!(d.observe("me", &live(&[("a", 1), ("me", 1)]), &[1], t).departed.is_empty());
     }
 }

@@ -575,7 +575,20 @@ impl ClusterNode {
         let others: Vec<String> = live.iter().filter(|(m, _)| m.id != self.id()).map(|(m, _)| m.id.clone()).collect();
         let counts = failover::subscribers(&self.store.connection(), &self.config.prefix, &others).await?;
         let verdict = detector.observe(self.id(), &live, &counts, Instant::now());
-        let mut rescan = verdict.departed;
+        if let Ok(mut d) = self.dead_since.lock() {
+            // Seen listening again (back, or restarted with the same id): not dead.
+            for (node, count) in others.iter().zip(&counts) {
+                if *count > 0 {
+                    d.remove(node);
+                }
+            }
+        }
+        let mut rescan = !verdict.departed.is_empty();
+        for gone in &verdict.departed {
+            if let (Some(seen), Ok(mut d)) = (detector.last_seen(gone), self.dead_since.lock()) {
+                d.entry(gone.clone()).or_insert(seen);
+            }
+        }
         for (dead, score) in verdict.dead {
             if let Ok(mut d) = self.dead_since.lock() {
                 d.insert(dead.clone(), detector.last_seen(&dead).unwrap_or_else(Instant::now));
