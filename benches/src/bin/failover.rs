@@ -98,6 +98,9 @@ fn start(a: &Args, id: &str, prefix: &str) -> Result<Node> {
         .env("ROOMD__AUTH__SECRET", "failover-bench-secret")
         .env("ROOMD__LOG__LEVEL", "warn")
         .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "1000000")
+        // One socket drives `--per-socket` rooms: no per-socket rate limit in the way.
+        .env("ROOMD__WS__RATE_PER_S", "1000000")
+        .env("ROOMD__WS__BURST", "1000000")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -115,14 +118,40 @@ fn start(a: &Args, id: &str, prefix: &str) -> Result<Node> {
     Ok(Node { id: id.to_owned(), child, base: format!("http://{addr}") })
 }
 
+/// POST with up to 5 tries on 503 (a room being activated while the node is busy).
 async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> Result<Value> {
-    let r = http.post(url).bearer_auth(token).json(&body).send().await?;
-    let status = r.status();
-    let v: Value = r.json().await.unwrap_or_default();
-    if !status.is_success() {
-        bail!("{status}: {v}");
+    let mut tries = 0;
+    loop {
+        let r = http.post(&url).bearer_auth(token).json(&body).send().await?;
+        let status = r.status();
+        let v: Value = r.json().await.unwrap_or_default();
+        if status.is_success() {
+            return Ok(v);
+        }
+        tries += 1;
+        if status != reqwest::StatusCode::SERVICE_UNAVAILABLE || tries == 5 {
+            bail!("{url}: {status}: {v}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    Ok(v)
+}
+
+/// GET (JSON) with up to 5 tries on 503.
+async fn get(http: &reqwest::Client, url: String, token: &str) -> Result<Value> {
+    let mut tries = 0;
+    loop {
+        let r = http.get(&url).bearer_auth(token).send().await?;
+        let status = r.status();
+        let v: Value = r.json().await.unwrap_or_default();
+        if status.is_success() {
+            return Ok(v);
+        }
+        tries += 1;
+        if status != reqwest::StatusCode::SERVICE_UNAVAILABLE || tries == 5 {
+            bail!("{url}: {status}: {v}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 async fn next_text(ws: &mut Ws, until: Instant) -> Option<Value> {
@@ -170,7 +199,13 @@ async fn prepare(ws: &mut Ws, rooms: &[String], bumps: u64) -> Result<()> {
 
 /// After the kill: resends bump `cs` to every room until each is acknowledged; per room
 /// (ms since `killed`, seq).
-async fn resume(ws: &mut Ws, rooms: &[String], cs: u64, retry: Duration, killed: Instant) -> HashMap<String, (u128, u64)> {
+async fn resume(
+    ws: &mut Ws,
+    rooms: &[String],
+    cs: u64,
+    retry: Duration,
+    killed: Instant,
+) -> HashMap<String, (u128, u64)> {
     let mut done: HashMap<String, (u128, u64)> = HashMap::new();
     let give_up = killed + Duration::from_secs(60);
     while done.len() < rooms.len() && Instant::now() < give_up {
@@ -193,7 +228,12 @@ async fn resume(ws: &mut Ws, rooms: &[String], cs: u64, retry: Duration, killed:
 }
 
 fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg").unwrap_or_default().split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[tokio::main]
@@ -241,13 +281,18 @@ async fn main() -> Result<()> {
             .map(|i| {
                 let (http, front, token) = (http.clone(), front.clone(), hosts[(owned + i) % groups].clone());
                 async move {
-                    let room = post(&http, format!("{front}/api/rooms"), &token, json!({"game": "tally", "options": {"target": null}}))
-                        .await?["roomId"]
+                    let room = post(
+                        &http,
+                        format!("{front}/api/rooms"),
+                        &token,
+                        json!({"game": "tally", "options": {"target": null}}),
+                    )
+                    .await?["roomId"]
                         .as_str()
                         .ok_or_else(|| anyhow!("no roomId"))?
                         .to_owned();
                     post(&http, format!("{front}/api/rooms/{room}/start"), &token, json!({})).await?;
-                    let info: Value = http.get(format!("{front}/api/rooms/{room}")).bearer_auth(&token).send().await?.json().await?;
+                    let info = get(&http, format!("{front}/api/rooms/{room}"), &token).await?;
                     Ok::<_, anyhow::Error>((room, info["node"].as_str().unwrap_or_default().to_owned(), token))
                 }
             })
