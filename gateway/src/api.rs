@@ -152,15 +152,13 @@ async fn create(state: web::Data<AppState>, user: User, body: web::Json<CreateBo
     let too_many = || ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_rooms", "열어 둔 방이 너무 많아요");
     let room_id = format!("r_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
     let cap = state.settings.rooms.max_open_per_user;
-    match &state.cluster {
+    let full = match &state.cluster {
         // In a cluster the cap counts the user's rooms on every node, atomically in Redis.
-        Some(cluster) => {
-            if !cluster.quota.take(&user.id, &room_id, cap).await.map_err(|_| ApiError::unavailable())? {
-                return Err(too_many());
-            }
-        }
-        None if state.directory.open_rooms_of(&user.id) >= cap => return Err(too_many()),
-        None => {}
+        Some(cluster) => !cluster.quota.take(&user.id, &room_id, cap).await.map_err(|_| ApiError::unavailable())?,
+        None => state.directory.open_rooms_of(&user.id) >= cap,
+    };
+    if full {
+        return Err(too_many());
     }
     let host = user.id.clone();
     let new = NewRoom {

@@ -485,3 +485,62 @@ async fn the_open_room_cap_holds_across_the_cluster_and_frees_when_a_room_ends()
     }
     assert_eq!(create(&nodes[0]).await.unwrap().status(), 429);
 }
+
+fn signal(node: &Node, sig: &str) {
+    let status = Command::new("kill").arg(format!("-{sig}")).arg(node.child.id().to_string()).status().unwrap();
+    assert!(status.success(), "kill -{sig}");
+}
+
+#[tokio::test]
+async fn sigstop_past_the_lease_then_sigcont_keeps_one_history_with_default_settings() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [Node::start("ta", &prefix, &[]), Node::start("tb", &prefix, &[]), Node::start("tc", &prefix, &[])];
+    until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let mut room = None;
+    for _ in 0..30 {
+        let (r, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
+        if owner == "tc" {
+            room = Some(r);
+            break;
+        }
+    }
+    let room = room.expect("a room lands on tc");
+    let mut a = connect(&nodes[0], &alice).await;
+    // bob watches (and acts) through the node about to be frozen.
+    let mut b = connect(&nodes[2], &bob).await;
+    for ws in [&mut a, &mut b] {
+        send(ws, json!({"t": "sub", "room": room})).await;
+        next_where(ws, 10_000, |v| v["t"] == "sync").await.expect("sync");
+    }
+    for cs in 1..=2u64 {
+        assert_eq!(bump_until_acked(&mut a, &room, cs, Duration::from_secs(10)).await.expect("ack")["seq"], cs);
+    }
+    let stopped_at = tokio::time::Instant::now();
+    signal(&nodes[2], "STOP");
+    // Queued for the frozen owner: it may try to apply this when it wakes.
+    send(&mut b, json!({"t": "act", "room": room, "cs": 1, "a": {"type": "bump"}})).await;
+    let ack = bump_until_acked(&mut a, &room, 3, Duration::from_secs(20)).await.expect("another node took the room");
+    eprintln!("SIGSTOP -> room resumed elsewhere in {} ms (defaults)", stopped_at.elapsed().as_millis());
+    assert_eq!(ack["seq"], 3);
+    // Past the lease (3 s), then wake it.
+    tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(stopped_at.elapsed())).await;
+    signal(&nodes[2], "CONT");
+    for cs in 4..=6u64 {
+        let ack = bump_until_acked(&mut a, &room, cs, Duration::from_secs(20)).await.expect("ack after wake-up");
+        assert_eq!(ack["seq"], cs, "alice's acks follow one history");
+    }
+    // bob's frozen bump never made it into the log through tc: a fresh watcher sees
+    // exactly alice's six bumps (plus bob's only if a live owner accepted it, once).
+    let mut w = connect(&nodes[1], &bob).await;
+    send(&mut w, json!({"t": "sub", "room": room})).await;
+    let sync = next_where(&mut w, 10_000, |v| v["t"] == "sync").await.expect("sync");
+    let seq = sync["seq"].as_u64().unwrap();
+    assert_eq!(sync["view"]["count"].as_u64(), Some(seq), "one history: {sync}");
+    assert!((6..=7).contains(&seq), "six acknowledged bumps, bob's at most once: {sync}");
+    let info = get_json(&http, format!("{}/api/rooms/{room}", nodes[0].base), &alice).await;
+    assert_ne!(info["node"], "tc");
+}

@@ -37,7 +37,7 @@ const HANDOVER_CONCURRENCY: usize = 64;
 /// Rooms activated at once (each is a few Redis round trips and a rebuild from the
 /// latest snapshot); more wait for a slot, so a node taking over a thousand rooms keeps
 /// serving the ones it already has.
-pub const ACTIVATION_CONCURRENCY: usize = 32;
+pub const ACTIVATION_CONCURRENCY: usize = 128;
 
 /// How a node gets a room's lease before restoring it.
 #[derive(Clone, Debug, PartialEq, Eq)]
