@@ -168,11 +168,19 @@ async fn create(
     if !GRACE_RANGE.contains(&grace_sec) {
         return Err(ApiError::bad_request("bad_grace", "graceSec는 5~600초로 정해 주세요"));
     }
-    if state.directory.open_rooms_of(&user.id) >= state.settings.rooms.max_open_per_user {
-        return Err(ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_rooms", "열어 둔 방이 너무 많아요"));
-    }
+    let too_many = || ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_rooms", "열어 둔 방이 너무 많아요");
     check_waiting_seats(&state, &user.id, None).await?;
     let room_id = format!("r_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    let cap = state.settings.rooms.max_open_per_user;
+    let full = match &state.cluster {
+        // In a cluster the cap counts the user's rooms on every node, atomically in Redis.
+        Some(cluster) => !cluster.quota.take(&user.id, &room_id, cap).await.map_err(|_| ApiError::unavailable())?,
+        None => state.directory.open_rooms_of(&user.id) >= cap,
+    };
+    if full {
+        return Err(too_many());
+    }
+    let host = user.id.clone();
     let new = NewRoom {
         room_id: room_id.clone(),
         game: body.game,
@@ -202,8 +210,15 @@ async fn create(
                 return Err(ApiError::bad_request("seed_not_allowed", "클러스터 모드에서는 시드를 정할 수 없어요"));
             }
             // Saved, then placed: the node rendezvous hashing picks activates it.
-            let info = initial_info(&new, &state.node_id, state.room_deps.clock.now_ms()).map_err(refused)?;
-            state.store.put_room(&info).await.map_err(|_| ApiError::unavailable())?;
+            let saved = match initial_info(&new, &state.node_id, state.room_deps.clock.now_ms()) {
+                Ok(info) => state.store.put_room(&info).await.map_err(|_| ApiError::unavailable()),
+                Err(e) => Err(refused(e)),
+            };
+            if let Err(e) = saved {
+                // Not created: the cap slot is given back.
+                let _ = cluster.quota.give_back(&host, &room_id).await;
+                return Err(e);
+            }
             cluster.locate(&room_id).await.map_err(|_| ApiError::unavailable())?;
         }
     }

@@ -177,9 +177,9 @@ impl Settings {
             .set_default("dev.allow_fixed_seed", false)?
             .set_default("log.format", "pretty")?
             .set_default("log.level", "info")?
-            .set_default("cluster.lease_ms", 5000)?
+            .set_default("cluster.lease_ms", 3000)?
             .set_default("cluster.drain_grace_s", 20)?
-            .set_default("cluster.heartbeat_ms", 1000)?
+            .set_default("cluster.heartbeat_ms", 500)?
             .set_default("ws.max_frame_bytes", 64 * 1024)?
             .set_default("ws.rate_per_s", 30)?
             .set_default("ws.burst", 60)?

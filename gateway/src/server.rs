@@ -8,6 +8,7 @@ use actix_web::dev::Server;
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
+use room_actor::cluster::failover::FailoverMetrics;
 use room_actor::cluster::node::{ClusterConfig, ClusterNode};
 use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
@@ -162,6 +163,8 @@ impl AppState {
             ended_linger: Duration::from_secs(settings.rooms.ended_linger_s),
             waiting_ttl: Duration::from_secs(settings.rooms.waiting_ttl_s),
         };
+        let failover = FailoverMetrics::new()?;
+        failover.register(&registry)?;
         let cluster = match (redis, &settings.redis.url) {
             (Some(redis), Some(url)) => Some(ClusterNode::new(
                 ClusterConfig {
@@ -173,6 +176,7 @@ impl AppState {
                 },
                 redis,
                 room_deps.clone(),
+                failover,
             )),
             _ => None,
         };

@@ -46,6 +46,10 @@ pub struct RoomInfo {
     pub min_players: usize,
     pub max_players: usize,
     pub created_at: i64,
+    /// Players who left the running game (for good: they do not get their grace back by
+    /// reconnecting), saved so that they stay gone when the room moves to another node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gone: Vec<PlayerId>,
 }
 
 /// Everything that talks to a room, without knowing its game type.

@@ -304,6 +304,12 @@ impl<G: Game> RoomActor<G> {
                 seq: rebuilt.seq,
                 applied: rebuilt.applied,
             };
+            // Who left the running game stays gone here too: away with their grace spent.
+            let grace_ms = G::disconnect_grace_ms(&run.state).unwrap_or(i64::from(actor.grace_sec) * 1000);
+            for user in info.gone.iter().filter(|u| actor.seats.iter().any(|s| &s.user == *u && !s.bot)) {
+                actor.disconnected_since.insert(user.clone(), actor.last_at - grace_ms);
+                actor.gone.insert(user.clone());
+            }
             actor.phase = match G::result(&run.state) {
                 Some(result) => Phase::Ended(run, result),
                 None => Phase::Playing(run),
@@ -369,6 +375,11 @@ impl<G: Game> RoomActor<G> {
             min_players: range.min,
             max_players: range.max,
             created_at: self.created_at,
+            gone: {
+                let mut gone: Vec<PlayerId> = self.gone.iter().cloned().collect();
+                gone.sort();
+                gone
+            },
         }
     }
 
@@ -1179,6 +1190,8 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
                         let since = self.now() - grace_ms;
                         self.disconnected_since.insert(msg.user.clone(), since);
                         self.gone.insert(msg.user);
+                        // Saved with the room's info, so a failover keeps them gone.
+                        self.publish_info();
                         self.rearm(ctx);
                     }
                 }

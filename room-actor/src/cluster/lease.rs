@@ -69,6 +69,20 @@ impl Leases {
             .map_err(unavailable)
     }
 
+    /// The current holders of many rooms' leases, in one round trip (a pipeline of GETs,
+    /// which a cluster-aware client can split by slot).
+    pub async fn holders(&self, rooms: &[String]) -> Result<Vec<Option<String>>, StoreError> {
+        if rooms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut pipe = redis::pipe();
+        for room in rooms {
+            pipe.get(self.keys.lease(room));
+        }
+        let mut conn = self.conn.clone();
+        pipe.query_async(&mut conn).await.map_err(unavailable)
+    }
+
     /// Renews leases this node holds; returns the rooms whose lease was lost.
     pub async fn renew(&self, held: &[(String, String)]) -> Result<Vec<String>, StoreError> {
         if held.is_empty() {
@@ -90,6 +104,11 @@ impl Leases {
         let released: u8 =
             self.release.key(self.keys.lease(room)).arg(token).invoke_async(&mut conn).await.map_err(unavailable)?;
         Ok(released == 1)
+    }
+
+    /// The node id in an owner token (`node/epoch`).
+    pub fn node_of(token: &str) -> &str {
+        token.rsplit_once('/').map_or(token, |(node, _)| node)
     }
 
     /// The current holder's token, if any.

@@ -5,7 +5,8 @@
 use crate::error::StoreError;
 use crate::keys::Keys;
 use redis::aio::ConnectionManager;
-use redis::{AsyncCommands, RedisError};
+use redis::{AsyncCommands, RedisError, Script};
+use std::collections::HashMap;
 
 fn unavailable(e: RedisError) -> StoreError {
     StoreError::Unavailable(e.to_string())
@@ -51,6 +52,45 @@ impl Membership {
         let mut pipe = redis::pipe();
         pipe.zrem(self.keys.nodes(), node).ignore().hdel(self.keys.draining(), node).ignore();
         pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+    }
+
+    /// Like [`Membership::live`], with each node's heartbeat expiry (ms), in one round trip.
+    pub async fn live_scored(&self, now_ms: i64) -> Result<Vec<(Member, i64)>, StoreError> {
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.cmd("ZRANGE")
+            .arg(self.keys.nodes())
+            .arg(format!("({now_ms}"))
+            .arg("+inf")
+            .arg("BYSCORE")
+            .arg("WITHSCORES")
+            .hgetall(self.keys.draining());
+        let (scored, flags): (Vec<(String, f64)>, HashMap<String, u8>) =
+            pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        let mut out: Vec<(Member, i64)> = scored
+            .into_iter()
+            .map(|(id, score)| {
+                let draining = flags.get(&id) == Some(&1);
+                (Member { id, draining }, score as i64)
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.id.cmp(&b.0.id));
+        Ok(out)
+    }
+
+    /// Removes `node`, found dead while its heartbeat expiry was `seen_score`, unless it
+    /// has sent a heartbeat since (then it is alive and stays). `true` if removed.
+    pub async fn forget(&self, node: &str, seen_score: i64) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let removed: u8 = Script::new(include_str!("../lua/forget.lua"))
+            .key(self.keys.nodes())
+            .key(self.keys.draining())
+            .arg(node)
+            .arg(seen_score)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        Ok(removed == 1)
     }
 
     /// Nodes whose heartbeat has not expired at `now_ms`, sorted by id.

@@ -3,8 +3,10 @@
 //! [`outbox`]), and the node that ties them together ([`node`]).
 
 pub mod bus;
+pub mod failover;
 pub mod lease;
 pub mod membership;
 pub mod node;
 pub mod outbox;
 pub mod placement;
+pub mod quota;

@@ -3,10 +3,12 @@
 //! nodes to the rooms here (and rooms here to sessions there).
 
 use crate::cluster::bus::{self, Envelope, OpError, Publisher, Reply, RoomCmd};
+use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
 use crate::cluster::outbox::{NodeOutbox, RemoteSession};
 use crate::cluster::placement;
+use crate::cluster::quota::RoomQuota;
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
@@ -33,6 +35,20 @@ use tracing::{info, warn};
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Rooms handed over at once during a drain (each is one mailbox turn and one Redis call).
 const HANDOVER_CONCURRENCY: usize = 64;
+/// Rooms activated at once (each is a few Redis round trips and a rebuild from the
+/// latest snapshot); more wait for a slot, so a node taking over a thousand rooms keeps
+/// serving the ones it already has.
+pub const ACTIVATION_CONCURRENCY: usize = 128;
+
+/// How a node gets a room's lease before restoring it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// Only if nobody holds it (a new room, or one whose lease expired or was released).
+    Free,
+    /// From the holder with this exact token, even before its lease expires: a node
+    /// known dead, or this node id's previous process (restarted with the same id).
+    From(String),
+}
 
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
@@ -71,7 +87,17 @@ pub struct ClusterNode {
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     next_req: AtomicU64,
     pub draining: AtomicBool,
-    activating: tokio::sync::Mutex<()>,
+    /// One activation at a time per room (a second waits and finds the first's result).
+    activating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// At most [`ACTIVATION_CONCURRENCY`] rooms activated at once.
+    activation_slots: tokio::sync::Semaphore,
+    pub failover: FailoverMetrics,
+    pub quota: RoomQuota,
+    /// Nodes found dead, with the last time their subscription was seen (for
+    /// `roomd_failover_resume_seconds`).
+    dead_since: Mutex<HashMap<String, Instant>>,
+    /// Wakes the failover scan at once (a node died or left).
+    rescan: tokio::sync::Notify,
     /// The first failover scan (which also takes back this node id's old leases) is done.
     scanned_once: AtomicBool,
 }
@@ -96,11 +122,17 @@ fn op_error(e: RoomOpError) -> OpError {
 
 impl ClusterNode {
     /// `deps.store` must be `store` (the rooms of a cluster node persist to Redis).
-    pub fn new(config: ClusterConfig, store: RedisStore, deps: RoomDeps) -> Arc<ClusterNode> {
+    pub fn new(
+        config: ClusterConfig,
+        store: RedisStore,
+        deps: RoomDeps,
+        failover: FailoverMetrics,
+    ) -> Arc<ClusterNode> {
         let keys = store.keys().clone();
         let conn = store.connection();
         Arc::new(ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
+            quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
             publisher: Publisher::new(conn, &config.prefix),
             config,
@@ -113,7 +145,11 @@ impl ClusterNode {
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
             draining: AtomicBool::new(false),
-            activating: tokio::sync::Mutex::new(()),
+            activating: Mutex::new(HashMap::new()),
+            activation_slots: tokio::sync::Semaphore::new(ACTIVATION_CONCURRENCY),
+            failover,
+            dead_since: Mutex::new(HashMap::new()),
+            rescan: tokio::sync::Notify::new(),
             scanned_once: AtomicBool::new(false),
         })
     }
@@ -178,38 +214,56 @@ impl ClusterNode {
     /// Claims the room's lease and restores it here; `None` if another node holds it or
     /// the room is unknown.
     pub async fn activate(self: &Arc<Self>, room: &str) -> Result<Option<RoomHandle>, StoreError> {
-        self.activate_from(room, None).await
+        self.activate_with(room, Claim::Free).await
     }
 
     /// Takes the room's lease from `holder` (a token with this node's id that this
     /// process does not hold: see [`Leases::take_over`]) and restores the room here.
     pub async fn take_back(self: &Arc<Self>, room: &str, holder: &str) -> Result<Option<RoomHandle>, StoreError> {
-        self.activate_from(room, Some(holder)).await
+        self.activate_with(room, Claim::From(holder.to_owned())).await
     }
 
-    /// Claims the lease (free, or taken from `from_holder`) and restores the room.
-    async fn activate_from(
-        self: &Arc<Self>,
-        room: &str,
-        from_holder: Option<&str>,
-    ) -> Result<Option<RoomHandle>, StoreError> {
-        let _one_at_a_time = self.activating.lock().await;
+    /// [`ClusterNode::activate`] with the given way of taking the lease. Activations of
+    /// different rooms run concurrently (at most [`ACTIVATION_CONCURRENCY`]); two of the
+    /// same room run one after the other, and the second finds the first's actor.
+    pub async fn activate_with(self: &Arc<Self>, room: &str, how: Claim) -> Result<Option<RoomHandle>, StoreError> {
+        let room_lock = match self.activating.lock() {
+            Ok(mut map) => map.entry(room.to_owned()).or_default().clone(),
+            Err(_) => return Err(StoreError::Unavailable("activation table poisoned".into())),
+        };
+        let result = {
+            let _this_room = room_lock.lock().await;
+            match self.activation_slots.acquire().await {
+                Ok(_slot) => self.activate_locked(room, how).await,
+                Err(_) => Err(StoreError::Unavailable("activation slots closed".into())),
+            }
+        };
+        if let Ok(mut map) = self.activating.lock() {
+            // Forget the room's lock when nobody else waits on it.
+            if Arc::strong_count(&room_lock) == 2 {
+                map.remove(room);
+            }
+        }
+        result
+    }
+
+    async fn activate_locked(self: &Arc<Self>, room: &str, how: Claim) -> Result<Option<RoomHandle>, StoreError> {
         if self.holds(room) {
             if let Some(handle) = self.deps.directory.handle(room) {
                 return Ok(Some(handle));
             }
         }
-        let claimed = match from_holder {
-            None => self.leases.claim(room).await?,
-            Some(holder) => {
+        let token = match &how {
+            Claim::Free => self.leases.claim(room).await?,
+            Claim::From(holder) => {
                 let taken = self.leases.take_over(room, holder).await?;
-                if taken.is_some() {
-                    info!(room, from = holder, "lease taken back from this node's previous holder");
+                if taken.is_some() && Leases::node_of(holder) == self.id() {
+                    info!(room, from = %holder, "lease taken back from this node's previous holder");
                 }
                 taken
             }
         };
-        let Some(token) = claimed else { return Ok(None) };
+        let Some(token) = token else { return Ok(None) };
         let Some(info) = self.store.room(room).await? else {
             self.leases.release(room, &token).await?;
             return Ok(None);
@@ -228,6 +282,17 @@ impl ClusterNode {
                 }
                 if let Ok(mut held) = self.held.lock() {
                     held.insert(room.to_owned(), token);
+                }
+                if let Claim::From(from) = &how {
+                    let holder = Leases::node_of(from);
+                    if holder != self.id() {
+                        self.failover.failovers.inc();
+                        let since = self.dead_since.lock().ok().and_then(|d| d.get(holder).copied());
+                        if let Some(since) = since {
+                            self.failover.resume.observe(since.elapsed().as_secs_f64());
+                        }
+                        info!(room, node = self.id(), from = %holder, "room taken over");
+                    }
                 }
                 info!(room, node = self.id(), "room activated");
                 Ok(Some(handle))
@@ -495,10 +560,16 @@ impl ClusterNode {
                 match node.leases.renew(&held).await {
                     Ok(lost) => {
                         for room in lost {
-                            // The room's next append will be fenced and stop the actor.
-                            warn!(room = %room, "lease lost");
+                            // Another node has the room (this one was found dead, or
+                            // paused past its lease): its appends are fenced anyway; stop
+                            // the actor now so its watchers get `room_moved` and follow
+                            // the room instead of watching a frozen copy.
+                            warn!(room = %room, "lease lost; the room stops here");
                             if let Ok(mut h) = node.held.lock() {
                                 h.remove(&room);
+                            }
+                            if let Some(handle) = node.deps.directory.handle(&room) {
+                                let _ = handle.handover.try_send(crate::messages::Handover);
                             }
                         }
                     }
@@ -509,9 +580,11 @@ impl ClusterNode {
 
         let node = self.clone();
         actix::spawn(async move {
-            let every = Duration::from_millis((node.config.lease_ms / 2).max(100));
+            let every = Duration::from_millis((node.config.lease_ms / 4).max(100));
             loop {
-                tokio::time::sleep(every).await;
+                // Periodically (expired leases: hung or partitioned owners), and at once
+                // when the detector finds a node dead or gone.
+                let _ = tokio::time::timeout(every, node.rescan.notified()).await;
                 if node.draining.load(Ordering::Relaxed) {
                     continue;
                 }
@@ -520,6 +593,56 @@ impl ClusterNode {
                 }
             }
         });
+
+        let node = self.clone();
+        actix::spawn(async move {
+            let mut detector = Detector::new();
+            let mut ticks = tokio::time::interval(failover::DETECT_EVERY);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(e) = node.detect(&mut detector).await {
+                    warn!(error = %e, "failure detection poll failed");
+                }
+            }
+        });
+    }
+
+    /// One detection poll: the live nodes and their bus subscribers in two round trips;
+    /// dead ones are removed from the membership and their rooms are taken at once.
+    async fn detect(self: &Arc<Self>, detector: &mut Detector) -> Result<(), StoreError> {
+        let live = self.members.live_scored(self.now_ms()).await?;
+        let others: Vec<String> = live.iter().filter(|(m, _)| m.id != self.id()).map(|(m, _)| m.id.clone()).collect();
+        let counts = failover::subscribers(&self.store.connection(), &self.config.prefix, &others).await?;
+        let verdict = detector.observe(self.id(), &live, &counts, Instant::now());
+        if let Ok(mut d) = self.dead_since.lock() {
+            // Seen listening again (back, or restarted with the same id): not dead.
+            for (node, count) in others.iter().zip(&counts) {
+                if *count > 0 {
+                    d.remove(node);
+                }
+            }
+        }
+        let mut rescan = !verdict.departed.is_empty();
+        for gone in &verdict.departed {
+            if let (Some(seen), Ok(mut d)) = (detector.last_seen(gone), self.dead_since.lock()) {
+                d.entry(gone.clone()).or_insert(seen);
+            }
+        }
+        for (dead, score) in verdict.dead {
+            if let Ok(mut d) = self.dead_since.lock() {
+                d.insert(dead.clone(), detector.last_seen(&dead).unwrap_or_else(Instant::now));
+            }
+            if self.members.forget(&dead, score).await? {
+                self.failover.dead_nodes.inc();
+                warn!(node = %dead, "node found dead (its bus subscription is gone); taking over its rooms");
+            }
+            rescan = true;
+        }
+        if rescan {
+            self.rescan.notify_one();
+        }
+        Ok(())
     }
 
     /// Drain: stop taking rooms, then hand each room over after its last append and
@@ -565,33 +688,62 @@ impl ClusterNode {
         }
     }
 
-    /// Claims every open room that has no owner and that placement gives to this node,
-    /// including rooms nobody is talking to (their timers must keep running).
-    async fn scan_orphans(self: &Arc<Self>) -> Result<(), StoreError> {
-        let nodes = self.placeable().await?;
-        let every_room = !self.scanned_once.load(Ordering::Relaxed);
-        for info in self.store.open_rooms().await? {
-            if self.holds(&info.room_id) {
-                continue;
-            }
-            // The first scan also looks at rooms placed elsewhere: a node restarted with
-            // the same id takes back at once every room its previous incarnation held.
-            let placed_here = placement::owner(&info.room_id, nodes.iter().map(String::as_str)) == Some(self.id());
-            if !placed_here && !every_room {
-                continue;
-            }
-            match self.leases.holder(&info.room_id).await? {
-                None if placed_here => {
-                    self.activate(&info.room_id).await?;
-                }
-                Some(token) if token.split('/').next() == Some(self.id()) => {
-                    self.take_back(&info.room_id, &token).await?;
-                }
-                _ => {}
-            }
+    /// Claims every open room that placement gives to this node and that has no owner
+    /// (its lease expired or was released) or whose owner is no longer a live node (found
+    /// dead, or its heartbeat expired), including rooms nobody is talking to (their timers
+    /// must keep running); and every room whose lease carries this node's id but that
+    /// this process does not hold (its previous incarnation's, restarted with the same
+    /// id: taken back at once instead of waiting out the lease). The first scan looks at
+    /// every open room for those; later ones only at rooms placed here. The leases are
+    /// read in one pipeline and the rooms are activated concurrently
+    /// ([`ACTIVATION_CONCURRENCY`] at a time).
+    pub async fn scan_orphans(self: &Arc<Self>) -> Result<usize, StoreError> {
+        if self.draining.load(Ordering::Relaxed) {
+            return Ok(0);
         }
+        let live = self.members.live(self.now_ms()).await?;
+        let placeable: Vec<&str> = live.iter().filter(|m| !m.draining).map(|m| m.id.as_str()).collect();
+        let every_room = !self.scanned_once.load(Ordering::Relaxed);
+        let mut conn = self.store.connection();
+        let rooms: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(self.store.keys().open_rooms())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let (rooms, placed_here): (Vec<String>, Vec<bool>) = rooms
+            .into_iter()
+            .filter(|room| !self.holds(room))
+            .map(|room| {
+                let here = placement::owner(&room, placeable.iter().copied()) == Some(self.id());
+                (room, here)
+            })
+            .filter(|(_, here)| *here || every_room)
+            .unzip();
+        let holders = self.leases.holders(&rooms).await?;
+        let wanted: Vec<(String, Claim)> = rooms
+            .into_iter()
+            .zip(placed_here)
+            .zip(holders)
+            .filter_map(|((room, here), token)| match token {
+                None => here.then_some((room, Claim::Free)),
+                Some(token) => {
+                    let holder = Leases::node_of(&token);
+                    let ours_from_before = holder == self.id();
+                    let dead_owner = here && !live.iter().any(|m| m.id == holder);
+                    (ours_from_before || dead_owner).then(|| (room, Claim::From(token.clone())))
+                }
+            })
+            .collect();
+        let count = wanted.len();
+        futures_util::stream::iter(wanted)
+            .for_each_concurrent(ACTIVATION_CONCURRENCY, |(room, how)| async move {
+                if let Err(e) = self.activate_with(&room, how).await {
+                    warn!(room = %room, error = %e, "room not taken over; the next scan retries");
+                }
+            })
+            .await;
         // Only a scan that went through counts: until one does, the next looks again.
         self.scanned_once.store(true, Ordering::Relaxed);
-        Ok(())
+        Ok(count)
     }
 }
