@@ -21,6 +21,12 @@ async fn a_node_whose_log_reader_died_serves_and_stops_on_sigterm() {
         .env("ROOMD__HTTP__PORT", port.to_string())
         .env("ROOMD__HTTP__WORKERS", "1")
         .env("ROOMD__CLUSTER__DRAIN_GRACE_S", "4")
+        // Its own secret and memory store (no data directory in the tree), and room for
+        // the 50 sessions below from one address.
+        .env("ROOMD__AUTH__SECRET", "log-output-test-secret-0123456789abcdef")
+        .env("ROOMD__STORE__KIND", "memory")
+        .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "100000")
+        .env("ROOMD__HTTP__ADDR_BURST", "100000")
         // Chatty on purpose: every request writes lines to the dead pipe.
         .env("ROOMD__LOG__LEVEL", "debug")
         .env_remove("ROOMD__REDIS__URL")
