@@ -6,6 +6,9 @@
 #   SKIP_BUILD=1 ROOMD_BIN=/path/to/roomd benches/run.sh   # measure a roomd built elsewhere
 #   SCENARIOS="roomd-tally roomd-cluster-tally" benches/run.sh
 #
+# roomd-tally runs the embedded node on the in-memory store, roomd-tally-file the same
+# load on the durable file store (a fresh data directory under a temp dir): the pair
+# shows what durability costs.
 # roomd-cluster-tally runs the tally load against two cluster nodes and a private
 # redis-server (all on core 0), each room's players spread over both nodes; its CPU and
 # RSS columns are the sum of the three processes.
@@ -70,8 +73,10 @@ wait_port() { # wait until http://127.0.0.1:$1 accepts connections (30 s at most
   echo "server on port $1 did not come up" >&2; return 1
 }
 
-start_roomd() {
+start_roomd() { # [file]: the embedded file store in a fresh $WORK directory; else in memory
+  local kind=${1:-memory}
   ROOMD__HTTP__PORT=$PORT ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
+    ROOMD__STORE__KIND=$kind ROOMD__STORE__PATH="$(mktemp -d -p "$WORK")" \
     taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
   SERVER_PID=$!
   wait_port "$PORT"
@@ -119,7 +124,7 @@ scenario() {
   cleanup; SERVER_PID=""
 }
 
-SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-cluster-tally roomd-halli-galli}
+SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-tally-file roomd-cluster-tally roomd-halli-galli}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 touch "$WORK/rows"
 if want limit-tally; then
@@ -129,6 +134,10 @@ fi
 if want roomd-tally; then
 start_roomd
 scenario roomd-tally --url "http://127.0.0.1:$PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
+fi
+if want roomd-tally-file; then
+start_roomd file
+scenario roomd-tally-file --url "http://127.0.0.1:$PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
 fi
 if want roomd-cluster-tally; then
 start_cluster
@@ -151,6 +160,12 @@ ratio=$(echo "if ($limit_dps > 0) $roomd_dps / $limit_dps * 100 else 0" | bc -l)
   cat "$WORK/rows"
   echo
   printf 'roomd tally fan-out: %.0f%% of the limit server'"'"'s deliveries per CPU-second (target ≥ 70%%).\n' "$ratio"
+  if [[ -f "$WORK/roomd-tally-file.json" && -f "$WORK/roomd-tally.json" ]]; then
+    file_dps=$(jq '.deliveriesPerCpuS // 0' "$WORK/roomd-tally-file.json")
+    printf 'durability: the file store delivers %.0f%% of the memory store'"'"'s deliveries per CPU-second; tally p99 %.1f ms (file) vs %.1f ms (memory).\n' \
+      "$(echo "if ($roomd_dps > 0) $file_dps / $roomd_dps * 100 else 0" | bc -l)" \
+      "$(jq '.latency.p99Ms' "$WORK/roomd-tally-file.json")" "$(jq '.latency.p99Ms' "$WORK/roomd-tally.json")"
+  fi
   if [[ -f "$WORK/roomd-cluster-tally.json" && -f "$WORK/roomd-tally.json" ]]; then
     single=$(jq '.latency.p99Ms' "$WORK/roomd-tally.json"); cluster=$(jq '.latency.p99Ms' "$WORK/roomd-cluster-tally.json")
     printf 'cluster (2 nodes + Redis) tally p99 %.1f ms = %.2f× the single node'"'"'s %.1f ms at the same offered load (target ≤ 1.5×).\n' \

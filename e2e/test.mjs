@@ -17,6 +17,7 @@ mkdirSync(SHOTS, { recursive: true });
 function startRoomd() {
   const env = { ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json' };
   delete env.ROOMD__REDIS__URL; // embedded single-node mode: no Redis needed
+  env.ROOMD__STORE__KIND = 'memory'; // never a data directory in the repo
   const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   return new Promise((resolve, reject) => {

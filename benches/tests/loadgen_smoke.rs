@@ -17,6 +17,7 @@ fn start_server() -> SocketAddr {
             settings.http.bind = "127.0.0.1".into();
             settings.http.port = 0;
             settings.http.workers = 2;
+            settings.store.kind = gateway::config::StoreKind::Memory;
             let running = gateway::server::start(settings).unwrap();
             tx.send(running.addr).unwrap();
             running.server.await.unwrap();

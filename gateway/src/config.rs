@@ -21,6 +21,7 @@ pub struct Settings {
     pub cluster: Cluster,
     pub ws: Ws,
     pub rooms: Rooms,
+    pub store: Store,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -125,6 +126,26 @@ pub struct Rooms {
     pub ended_linger_s: u64,
 }
 
+/// Which store the embedded node keeps its rooms in (cluster mode always uses Redis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// SQLite in `store.path`: rooms, logs and records survive restarts.
+    File,
+    /// In memory: nothing survives a restart (tests).
+    Memory,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Store {
+    /// `file` (default) or `memory`.
+    pub kind: StoreKind,
+    /// The data directory (relative paths are relative to the working directory).
+    pub path: String,
+    /// Finished games are deleted this many days after they ended.
+    pub retention_days: u32,
+}
+
 impl Settings {
     /// Loads the layers; `file` is the `--config` argument if any.
     pub fn load(file: Option<&str>) -> Result<Settings, config::ConfigError> {
@@ -150,7 +171,10 @@ impl Settings {
             .set_default("rooms.grace_sec", 60)?
             .set_default("rooms.snapshot_every", 64)?
             .set_default("rooms.max_open_per_user", 5)?
-            .set_default("rooms.ended_linger_s", 60)?;
+            .set_default("rooms.ended_linger_s", 60)?
+            .set_default("store.kind", "file")?
+            .set_default("store.path", "roomd-data")?
+            .set_default("store.retention_days", 90)?;
         let file = file.map(str::to_owned).or_else(|| std::env::var("ROOMD_CONFIG").ok());
         if let Some(path) = file {
             builder = builder.add_source(File::with_name(&path).required(true));

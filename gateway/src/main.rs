@@ -23,7 +23,19 @@ async fn main() -> anyhow::Result<()> {
     let running = gateway::server::start_node(settings).await.context("starting roomd")?;
     let mode = if running.state.settings.redis.url.is_some() { "cluster" } else { "embedded single node" };
     tracing::info!(addr = %running.addr, node = %running.state.node_id, mode, "roomd listening");
-    println!("roomd listening on http://{} ({mode}, node {})", running.addr, running.state.node_id);
+    match &running.state.file_store {
+        Some(store) => {
+            let data = std::path::absolute(store.file()).unwrap_or_else(|_| store.file().to_owned());
+            tracing::info!(file = %data.display(), "data kept in");
+            println!(
+                "roomd listening on http://{} ({mode}, node {}, data {})",
+                running.addr,
+                running.state.node_id,
+                data.display()
+            );
+        }
+        None => println!("roomd listening on http://{} ({mode}, node {})", running.addr, running.state.node_id),
+    }
     let server = running.server;
     let handle = server.handle();
     let state = running.state.clone();

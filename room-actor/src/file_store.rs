@@ -146,6 +146,8 @@ pub struct FileStore {
     file: Arc<PathBuf>,
     /// False after a commit failed, true again after one succeeded.
     healthy: Arc<AtomicBool>,
+    /// Fault injection for tests: while set, every commit fails as on a full disk.
+    fail_commits: Arc<AtomicBool>,
 }
 
 fn now_ms() -> i64 {
@@ -168,14 +170,14 @@ impl FileStore {
         let retention = Duration::from_secs(u64::from(retention_days) * 24 * 3600);
         let (tx, rx) = mpsc::channel::<Job>();
         let healthy = Arc::new(AtomicBool::new(true));
-        let thread_healthy = healthy.clone();
-        let thread_file = file.clone();
+        let fail_commits = Arc::new(AtomicBool::new(false));
+        let state = Thread { healthy: healthy.clone(), fail_commits: fail_commits.clone(), file: file.clone() };
         std::thread::Builder::new()
             .name("roomd-store".into())
-            .spawn(move || run(conn, rx, retention, thread_healthy, thread_file))
+            .spawn(move || run(conn, rx, retention, state))
             .map_err(OpenError::Thread)?;
         info!(file = %file.display(), existed, "file store open");
-        Ok(FileStore { tx, file: Arc::new(file), healthy })
+        Ok(FileStore { tx, file: Arc::new(file), healthy, fail_commits })
     }
 
     /// The database file.
@@ -186,6 +188,12 @@ impl FileStore {
     /// Did the last commit succeed?
     pub fn healthy(&self) -> bool {
         self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Fault injection (tests): while `on`, every commit fails as it does on a full disk
+    /// (the batch is rolled back, its calls get `Unavailable`, `probe` is false).
+    pub fn fail_commits(&self, on: bool) {
+        self.fail_commits.store(on, Ordering::Relaxed);
     }
 
     /// Writes and commits a tiny row: can the store take writes right now (readiness)?
@@ -282,12 +290,19 @@ fn open_checked(file: &Path, existed: bool) -> Result<Connection, OpenError> {
     Ok(conn)
 }
 
+/// What the store thread shares with the handles.
+struct Thread {
+    healthy: Arc<AtomicBool>,
+    fail_commits: Arc<AtomicBool>,
+    file: PathBuf,
+}
+
 /// The store thread: batches, purges on schedule, exits when every handle is dropped.
-fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, retention: Duration, healthy: Arc<AtomicBool>, file: PathBuf) {
+fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, retention: Duration, state: Thread) {
     let purge = |conn: &mut Connection| {
         let before = now_ms() - retention.as_millis() as i64;
         let (reply, _) = oneshot::channel();
-        commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &healthy, &file);
+        commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state);
     };
     purge(&mut conn);
     let mut next_purge = Instant::now() + PURGE_EVERY;
@@ -309,13 +324,15 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, retention: Duration, healt
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, batch, &healthy, &file);
+        commit_batch(&mut conn, batch, &state);
     }
-    info!(file = %file.display(), "file store closed");
+    info!(file = %state.file.display(), "file store closed");
 }
 
 /// Runs `batch` in one transaction and answers every call after the commit.
-fn commit_batch(conn: &mut Connection, batch: Vec<Job>, healthy: &AtomicBool, file: &Path) {
+fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread) {
+    let file = &state.file;
+    let healthy = &state.healthy;
     let fail_all = |batch: Vec<Job>, e: &rusqlite::Error| {
         for job in batch {
             let _ = job.reply.send(Err(unavailable(e)));
@@ -340,6 +357,12 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, healthy: &AtomicBool, fi
                 break;
             }
         }
+    }
+    if failed.is_none() && state.fail_commits.load(Ordering::Relaxed) {
+        failed = Some(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            Some("injected fault: database or disk is full".into()),
+        ));
     }
     if let Some(e) = failed {
         drop(tx);
