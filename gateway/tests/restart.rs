@@ -56,8 +56,14 @@ impl Node {
             .spawn()
             .expect("roomd starts");
         let mut reader = BufReader::new(child.stdout.take().unwrap());
+        // Log lines (pretty format goes to stdout) may come before the address line.
         let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
+        for _ in 0..100 {
+            line.clear();
+            if reader.read_line(&mut line).unwrap() == 0 || line.starts_with("roomd listening") {
+                break;
+            }
+        }
         std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
         assert!(line.contains(&dir.display().to_string()), "the data directory is printed at start-up: {line:?}");
         let addr = line
