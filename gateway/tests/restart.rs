@@ -279,7 +279,7 @@ async fn check_replay(api: &Api, h: &Human, room: &str, pk: &str, final_seq: u64
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sigkilled_embedded_node_resumes_every_game_from_its_data_directory() {
     let dir = tempfile::tempdir().unwrap();
-    let mut rng = Rng::from_seed(Seed(0x5eed_19));
+    let mut rng = Rng::from_seed(Seed(0x005e_ed19));
     let mut node = Node::start(dir.path());
     let api = Api { http: reqwest::Client::new(), addr: node.addr };
     let mut humans = vec![human(&api, "앨리스").await, human(&api, "밥").await];

@@ -116,7 +116,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let per_room: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(20);
     measure("memory", Arc::new(MemoryStore::new()), sequential, rooms, per_room).await?;
     let dir = tempfile::tempdir()?;
-    println!("file store in {} ({})", dir.path().display(), "a temp dir on the machine's disk");
+    println!("file store in {} (a temp dir on the machine's disk)", dir.path().display());
     measure("file", Arc::new(FileStore::open(dir.path(), 90)?), sequential, rooms, per_room).await?;
     Ok(())
 }
