@@ -50,6 +50,11 @@ async fn main() -> Result<(), String> {
         rtt: Default::default(),
     };
     store.begin(start).await.map_err(|e| e.to_string())?;
+    let mut acked = 0u64;
+    for seq in 1..=50u64 {
+        store.append(&pk, entry(seq)).await.map_err(|e| format!("before filling, seq {seq}: {e}"))?;
+        acked = seq;
+    }
     // Fill the filesystem, leaving a few pages.
     let filler_path = dir.parent().ok_or("no parent")?.join("filler");
     let mut filler = std::fs::File::create(&filler_path).map_err(|e| e.to_string())?;
@@ -57,9 +62,8 @@ async fn main() -> Result<(), String> {
     while filler.write_all(&chunk).is_ok() {}
     let _ = filler.sync_all();
     drop(filler);
-    let mut acked = 0u64;
     let mut refused = None;
-    for seq in 1..=10_000u64 {
+    for seq in acked + 1..=10_000u64 {
         match store.append(&pk, entry(seq)).await {
             Ok(()) => acked = seq,
             Err(StoreError::Unavailable(e)) => {
