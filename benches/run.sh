@@ -9,6 +9,9 @@
 #   THRESHOLDS="p99<50ms errors<0.1%" benches/run.sh      # exit 99 at the end if one failed
 #   NOTE="other builds were running" benches/run.sh       # a line under the table's header
 #
+# roomd-tally runs the embedded node on the in-memory store, roomd-tally-file the same
+# load on the durable file store (a fresh data directory under a temp dir): the pair
+# shows what durability costs.
 # roomd-cluster-tally runs the tally load against two cluster nodes and a private
 # redis-server (all on core 0), each room's players spread over both nodes; its CPU and
 # RSS columns are the sum of the three processes.
@@ -88,13 +91,14 @@ wait_port() { # wait until http://127.0.0.1:$1 accepts connections (30 s at most
 
 # Every load client comes from 127.0.0.1: the per-address limits (guest sessions, rooms,
 # WebSocket upgrades) and the node's socket cap are raised far above the run's needs. A
-# secret of our own, so the embedded node writes no data directory into the tree.
+# secret of our own; the data directory is a fresh one under $WORK (never the repo).
 LOAD_ENV=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=100000000
-          ROOMD__HTTP__MAX_CONNECTIONS=1000000 ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER=1000000
-          ROOMD__STORE__PATH="$WORK/data")
-start_roomd() {
+          ROOMD__HTTP__MAX_CONNECTIONS=1000000 ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER=1000000)
+start_roomd() { # [file]: the embedded file store in a fresh $WORK directory; else in memory
+  local kind=${1:-memory}
   env "${LOAD_ENV[@]}" ROOMD__AUTH__SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
     ROOMD__HTTP__PORT="$PORT" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
+    ROOMD__STORE__KIND="$kind" ROOMD__STORE__PATH="$(mktemp -d -p "$WORK")" \
     taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
   SERVER_PID=$!
   wait_port "$PORT"
@@ -148,7 +152,7 @@ scenario() {
   cleanup; SERVER_PID=""
 }
 
-SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-cluster-tally roomd-halli-galli}
+SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-tally-file roomd-cluster-tally roomd-halli-galli}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 if want limit-tally; then
 start_limit
@@ -157,6 +161,10 @@ fi
 if want roomd-tally; then
 start_roomd
 scenario roomd-tally --url "http://127.0.0.1:$PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
+fi
+if want roomd-tally-file; then
+start_roomd file
+scenario roomd-tally-file --url "http://127.0.0.1:$PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
 fi
 if want roomd-cluster-tally; then
 start_cluster

@@ -3,7 +3,8 @@
 # soak client on core 1; prints the soak's table and exits with its code (0 flat, 1 RSS
 # grows faster than the limit, 2 too many failed cycles, 3 could not run).
 #
-#   benches/soak.sh                                  # 10,000 cycles, embedded store
+#   benches/soak.sh                                  # 10,000 cycles, embedded file store
+#   ROOMD_ENV=ROOMD__STORE__KIND=memory benches/soak.sh  # the in-memory store
 #   benches/soak.sh --cycles 20000 --concurrency 64  # arguments go to the soak binary
 #   REDIS_URL=redis://127.0.0.1:6393/ benches/soak.sh    # cluster mode (your own Redis)
 #   SKIP_BUILD=1 ROOMD_BIN=/path/to/roomd benches/soak.sh
@@ -41,9 +42,10 @@ if [[ -n "${REDIS_URL:-}" ]]; then
   cluster+=(ROOMD__REDIS__URL="$REDIS_URL" ROOMD__REDIS__PREFIX="soak$$")
 fi
 # shellcheck disable=SC2086
+# The embedded node's data directory is a fresh one under $WORK (never the repo).
 env ROOMD__HTTP__ADDR_RATE_PER_MIN=1000000 ROOMD__HTTP__ADDR_BURST=1000000 ROOMD__HTTP__MAX_CONNECTIONS=100000 \
   ROOMD__HTTP__BIND=127.0.0.1 ROOMD__HTTP__PORT=0 ROOMD__LOG__LEVEL=warn ROOMD__LOG__FORMAT=json \
-  "${cluster[@]}" ${ROOMD_ENV:-} taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
+  ROOMD__STORE__PATH="$WORK/data" "${cluster[@]}" ${ROOMD_ENV:-} taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
 SERVER_PID=$!
 URL=""
 for _ in $(seq 300); do

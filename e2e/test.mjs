@@ -28,6 +28,7 @@ function startRoomd() {
     ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000',
   };
   delete env.ROOMD__REDIS__URL; // embedded single-node mode: no Redis needed
+  env.ROOMD__STORE__KIND = 'memory'; // never a data directory in the repo
   const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';
   return new Promise((resolve, reject) => {

@@ -7,12 +7,15 @@
 //! prints p50/p99/max of both and the actions per second over the whole run.
 //!
 //! ```text
-//! cargo run --release -p gateway --example latency -- [ROOMS] [ACTIONS]
+//! cargo run --release -p gateway --example latency -- [ROOMS] [ACTIONS] [memory|file]
 //! ```
+//!
+//! `file` runs the node on the durable file store in a fresh temporary data directory
+//! (every ack waits for an fsync'd group commit); the default is the in-memory store.
 
 use anyhow::{anyhow, bail, Context as _};
 use futures_util::{SinkExt, StreamExt};
-use gateway::config::Settings;
+use gateway::config::{Settings, StoreKind};
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -21,8 +24,10 @@ use tokio_tungstenite::tungstenite::Message;
 /// No single answer may take longer than this.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
-fn start_node() -> anyhow::Result<SocketAddr> {
+fn start_node(kind: StoreKind, dir: &std::path::Path) -> anyhow::Result<SocketAddr> {
     let mut settings = Settings::load(None)?;
+    settings.store.kind = kind;
+    settings.store.path = dir.display().to_string();
     settings.http.bind = "127.0.0.1".into();
     settings.http.port = 0;
     settings.ws.rate_per_s = 100_000;
@@ -145,7 +150,14 @@ async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let rooms: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(20);
     let actions: u64 = args.next().map(|a| a.parse()).transpose()?.unwrap_or(500);
-    let addr = start_node()?;
+    let kind = match args.next().as_deref() {
+        None | Some("memory") => StoreKind::Memory,
+        Some("file") => StoreKind::File,
+        Some(other) => bail!("store {other:?}: memory or file"),
+    };
+    let dir = tempfile::tempdir()?;
+    let addr = start_node(kind, dir.path())?;
+    println!("store: {kind:?}");
     let api = Api { http: reqwest::Client::new(), addr };
 
     let mut players = Vec::new();

@@ -91,6 +91,12 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         let live = cluster.members.live(state.room_deps.clock.now_ms()).await.map(|m| m.len()).unwrap_or(0);
         return HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id, "liveNodes": live}));
     }
+    if let Some(store) = &state.file_store {
+        // A real write and fsync: a full disk or a failing device answers 503.
+        if !store.probe().await {
+            return HttpResponse::ServiceUnavailable().json(json!({"status": "store_unavailable"}));
+        }
+    }
     HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id}))
 }
 

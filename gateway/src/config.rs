@@ -17,26 +17,7 @@ pub struct Settings {
     pub cluster: Cluster,
     pub ws: Ws,
     pub rooms: Rooms,
-    #[serde(default)]
     pub store: Store,
-}
-
-/// The embedded node's data directory (the generated token secret lives there).
-#[derive(Clone, Debug, Deserialize)]
-pub struct Store {
-    /// Data directory, relative to the working directory unless absolute.
-    #[serde(default = "default_store_path")]
-    pub path: String,
-}
-
-fn default_store_path() -> String {
-    "roomd-data".to_owned()
-}
-
-impl Default for Store {
-    fn default() -> Store {
-        Store { path: default_store_path() }
-    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -161,6 +142,26 @@ pub struct Rooms {
     pub max_waiting_seats_per_user: usize,
 }
 
+/// Which store the embedded node keeps its rooms in (cluster mode always uses Redis).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    /// SQLite in `store.path`: rooms, logs and records survive restarts.
+    File,
+    /// In memory: nothing survives a restart (tests).
+    Memory,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct Store {
+    /// `file` (default) or `memory`.
+    pub kind: StoreKind,
+    /// The data directory (relative paths are relative to the working directory).
+    pub path: String,
+    /// Finished games are deleted this many days after they ended.
+    pub retention_days: u32,
+}
+
 impl Settings {
     /// Loads the layers; `file` is the `--config` argument if any.
     pub fn load(file: Option<&str>) -> Result<Settings, config::ConfigError> {
@@ -168,7 +169,6 @@ impl Settings {
             .set_default("http.bind", "127.0.0.1")?
             .set_default("http.port", 8080)?
             .set_default("http.workers", 0)?
-            .set_default("store.path", "roomd-data")?
             .set_default("http.addr_rate_per_min", 30)?
             .set_default("http.addr_burst", 20)?
             .set_default("http.max_connections", 10_000)?
@@ -192,7 +192,10 @@ impl Settings {
             .set_default("rooms.max_open_per_user", 5)?
             .set_default("rooms.ended_linger_s", 60)?
             .set_default("rooms.waiting_ttl_s", 30 * 60)?
-            .set_default("rooms.max_waiting_seats_per_user", 5)?;
+            .set_default("rooms.max_waiting_seats_per_user", 5)?
+            .set_default("store.kind", "file")?
+            .set_default("store.path", "roomd-data")?
+            .set_default("store.retention_days", 90)?;
         let file = file.map(str::to_owned).or_else(|| std::env::var("ROOMD_CONFIG").ok());
         if let Some(path) = file {
             builder = builder.add_source(File::with_name(&path).required(true));

@@ -27,8 +27,19 @@ async fn main() -> anyhow::Result<()> {
         // The one line scripts read to learn the address. Written without `println!`,
         // which panics when nobody reads stdout any more: a dead reader is ignored.
         use std::io::Write;
+        let data = running.state.file_store.as_ref().map(|store| {
+            let file = std::path::absolute(store.file()).unwrap_or_else(|_| store.file().to_owned());
+            tracing::info!(file = %file.display(), "data kept in");
+            format!(", data {}", file.display())
+        });
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "roomd listening on http://{} ({mode}, node {})", running.addr, running.state.node_id);
+        let _ = writeln!(
+            out,
+            "roomd listening on http://{} ({mode}, node {}{})",
+            running.addr,
+            running.state.node_id,
+            data.unwrap_or_default()
+        );
         let _ = out.flush();
     }
     let server = running.server;

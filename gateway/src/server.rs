@@ -1,7 +1,7 @@
 //! The node: shared state, the actix-web app, and `run`.
 
 use crate::auth::Auth;
-use crate::config::Settings;
+use crate::config::{Settings, StoreKind};
 use crate::limits::AddrLimits;
 use crate::{api, ws};
 use actix_web::dev::Server;
@@ -14,7 +14,7 @@ use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
 use room_actor::room::Clock;
 use room_actor::RedisStore;
-use room_actor::{Directory, MemoryStore, RoomDeps, RoomStore};
+use room_actor::{Directory, FileStore, MemoryStore, RoomDeps, RoomStore};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -83,6 +83,10 @@ pub enum StartError {
     Metrics(#[from] prometheus::Error),
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
+    #[error("store: {0}")]
+    Store(#[from] room_actor::file_store::OpenError),
+    #[error("resuming rooms from the store: {0}")]
+    Resume(room_actor::StoreError),
 }
 
 /// Replay rebuilds allowed at once (each runs on the blocking pool).
@@ -122,10 +126,12 @@ pub struct AppState {
     pub limits: AddrLimits,
     /// Sockets closed since the allocator was last trimmed ([`trim_after_closes`]).
     pub closed_since_trim: AtomicU64,
+    /// The embedded node's file store (`store.kind = file`), for readiness.
+    pub file_store: Option<FileStore>,
 }
 
 impl AppState {
-    /// The state of an embedded node (in-memory store, no cluster).
+    /// The state of an embedded node (file or in-memory store, no cluster).
     pub fn new(settings: Settings) -> Result<AppState, StartError> {
         if settings.redis.url.is_some() {
             return Err(StartError::Config("ROOMD__REDIS__URL is set: start the node with `start_node`".into()));
@@ -148,9 +154,17 @@ impl AppState {
         registry.register(Box::new(sessions.clone()))?;
         registry.register(Box::new(ws_closed_flood.clone()))?;
         registry.register(Box::new(ws_errors.clone()))?;
-        let store: Arc<dyn RoomStore> = match &redis {
-            Some(redis) => Arc::new(redis.clone()),
-            None => Arc::new(MemoryStore::new()),
+        let file_store = match (&redis, settings.store.kind) {
+            (None, StoreKind::File) => {
+                let dir = std::path::Path::new(&settings.store.path);
+                Some(FileStore::open(dir, settings.store.retention_days)?)
+            }
+            _ => None,
+        };
+        let store: Arc<dyn RoomStore> = match (&redis, &file_store) {
+            (Some(redis), _) => Arc::new(redis.clone()),
+            (None, Some(file)) => Arc::new(file.clone()),
+            (None, None) => Arc::new(MemoryStore::new()),
         };
         let directory = Arc::new(Directory::new());
         let room_deps = RoomDeps {
@@ -203,6 +217,7 @@ impl AppState {
             replays: ReplayCache::new(Duration::from_secs(600), 32),
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
             closed_since_trim: AtomicU64::new(0),
+            file_store,
         })
     }
 }
@@ -238,16 +253,36 @@ pub struct Running {
     pub state: web::Data<AppState>,
 }
 
-/// Binds and starts an embedded node (call inside an actix system).
+/// Binds and starts an embedded node (call inside an actix system). On the file store
+/// the open rooms are resumed in the background; [`start_node`] resumes them before it
+/// listens.
 pub fn start(settings: Settings) -> Result<Running, StartError> {
     let state = web::Data::new(AppState::new(settings)?);
+    if state.file_store.is_some() {
+        let deps = state.room_deps.clone();
+        actix::spawn(async move {
+            if let Err(e) = room_actor::resume::resume_open_rooms(&deps).await {
+                tracing::error!(error = %e, "rooms not resumed");
+            }
+        });
+    }
     serve(state)
 }
 
 /// Starts a node in either mode: with `ROOMD__REDIS__URL` it connects to Redis and joins
-/// the cluster, else it is an embedded node.
+/// the cluster, else it is an embedded node, which first resumes every open room of its
+/// store.
 pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
-    let Some(url) = settings.redis.url.clone() else { return start(settings) };
+    let Some(url) = settings.redis.url.clone() else {
+        let state = web::Data::new(AppState::new(settings)?);
+        if state.file_store.is_some() {
+            let resumed = room_actor::resume::resume_open_rooms(&state.room_deps).await.map_err(StartError::Resume)?;
+            if !resumed.failed.is_empty() {
+                warn!(failed = ?resumed.failed, "some rooms could not be resumed; they stay in the store");
+            }
+        }
+        return serve(state);
+    };
     let redis = RedisStore::connect(&url, &settings.redis.prefix)
         .await
         .map_err(|e| StartError::Config(format!("cannot reach Redis at ROOMD__REDIS__URL: {e}")))?;

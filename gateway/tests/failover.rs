@@ -41,6 +41,10 @@ impl Node {
             .env("ROOMD__AUTH__SECRET", SECRET)
             .env("ROOMD__LOG__LEVEL", "warn")
             .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
+            // Every test client is 127.0.0.1.
+            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
+            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
+            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
             .env_remove("ROOMD__CLUSTER__LEASE_MS")
             .env_remove("ROOMD__CLUSTER__HEARTBEAT_MS");
         for (k, v) in extra {

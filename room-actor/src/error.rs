@@ -21,6 +21,10 @@ pub enum StoreError {
     UnknownGame(String),
     #[error("corrupt entry: {0}")]
     Corrupt(String),
+    /// A stored value written by a newer roomd (format version `found`; this build reads
+    /// up to `newest`): run a release that knows it, never guess.
+    #[error("stored entry has format version {found}, this roomd reads versions 0 to {newest}: run a newer roomd")]
+    UnsupportedFormat { found: u8, newest: u8 },
 }
 
 /// Rebuilding a room from its log failed.

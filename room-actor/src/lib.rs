@@ -13,8 +13,11 @@
 //! - [`spawn`]: creating a room for a game id (options validated).
 //! - [`log`], [`store`]: the room log (bincode) and the `RoomStore` trait with the
 //!   in-memory store.
+//! - [`file_store`]: the embedded node's durable store (SQLite in a data directory,
+//!   group commit).
 //! - [`keys`], [`redis_store`]: the Redis store (key layout, Lua append with fencing).
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
+//! - [`resume`]: start-up of an embedded node on a durable store: every open room again.
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
 //! - [`metrics`]: Prometheus counters and histograms.
 
@@ -22,6 +25,7 @@ pub mod cluster;
 pub mod dedupe;
 pub mod directory;
 pub mod error;
+pub mod file_store;
 pub mod keys;
 pub mod log;
 pub mod messages;
@@ -29,6 +33,7 @@ pub mod metrics;
 pub mod rebuild;
 pub mod redis_store;
 pub mod replay;
+pub mod resume;
 pub mod room;
 pub mod spawn;
 pub mod store;
@@ -36,6 +41,7 @@ pub mod wire;
 
 pub use directory::{Directory, RoomHandle, RoomInfo, RoomStatus};
 pub use error::{RebuildError, StoreError};
+pub use file_store::FileStore;
 pub use redis_store::RedisStore;
 pub use room::{RoomActor, RoomDeps};
 pub use store::{MemoryStore, RoomStore};

@@ -91,11 +91,44 @@ fn config() -> bincode::config::Configuration {
     bincode::config::standard()
 }
 
+/// The format version this build writes in front of every stored start entry, log entry,
+/// snapshot and record, in every store. Bump it (and keep decoding the older ones) when
+/// the encoding of a stored type changes, so logs written by an older release still load.
+///
+/// - 0: bare bincode (serde, standard config), as written before versions existed; the
+///   first byte is then the varint of a `u64` or of a string length, never `0xFF`.
+/// - 1: `[0xFF, 1]` followed by the same bincode as version 0.
+pub const FORMAT_VERSION: u8 = 1;
+
+/// First byte of a versioned value. Bincode's varint never starts with it (251–254 mark
+/// wider integers; 255 is unused), so it tells a versioned value from a version-0 one.
+const VERSIONED: u8 = 0xFF;
+
+/// Encodes a stored value: the format header, then bincode.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
+    let mut out = vec![VERSIONED, FORMAT_VERSION];
+    out.extend_from_slice(&encode_body(value)?);
+    Ok(out)
+}
+
+/// Decodes a stored value of any known format version; an unknown (newer) version is
+/// [`StoreError::UnsupportedFormat`], never a guess.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+    match bytes {
+        [VERSIONED, 1, body @ ..] => decode_body(body),
+        [VERSIONED, found, ..] => Err(StoreError::UnsupportedFormat { found: *found, newest: FORMAT_VERSION }),
+        [VERSIONED] => Err(StoreError::Corrupt("format header without a version".into())),
+        legacy => decode_body(legacy),
+    }
+}
+
+/// Bare bincode, for frames that carry a version of their own (the cluster bus).
+pub fn encode_body<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     bincode::serde::encode_to_vec(value, config()).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
+/// Decodes bare bincode; every byte must be used.
+pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
     let (value, read) =
         bincode::serde::decode_from_slice(bytes, config()).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     if read != bytes.len() {

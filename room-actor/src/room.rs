@@ -1009,6 +1009,12 @@ impl<G: Game> Actor for RoomActor<G> {
         // nobody watches closes again.
         self.rearm(ctx);
         self.schedule_bots(ctx);
+        if matches!(self.phase, Phase::Ended(..)) {
+            // Only a restored room starts ended: its game finished but the saved info
+            // may still say playing (a crash in between); save it as ended, so the store
+            // stops listing it as open.
+            self.publish_info();
+        }
         self.close_if_abandoned(ctx);
         self.expire_if_never_started(ctx);
         self.deps.metrics.rooms.inc();

@@ -1,12 +1,13 @@
-//! Persistence behind a narrow trait of domain verbs. Two implementations: [`MemoryStore`]
-//! (embedded single-node mode, tests) here and the Redis store (cluster mode). Both keep
+//! Persistence behind a narrow trait of domain verbs. Three implementations: [`MemoryStore`]
+//! (tests, `store.kind = memory`) here, the file store (the embedded node's default,
+//! `file_store.rs`) and the Redis store (cluster mode). Both keep
 //! entries bincode-encoded, so the codec runs in every mode.
 
 use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use engine::PlayerId;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -41,7 +42,7 @@ pub trait RoomStore: Send + Sync + 'static {
     fn put_snapshot(&self, game_pk: &str, snapshot: Snapshot) -> StoreFuture<()>;
     /// The start entry, the latest snapshot and every entry; `None` if unknown (or expired).
     fn load(&self, game_pk: &str) -> StoreFuture<Option<StoredGame>>;
-    /// Records a finished game (kept with its log for 90 days).
+    /// Records a finished game (kept with its log for the store's retention).
     fn finish(&self, record: GameRecord) -> StoreFuture<()>;
     fn record(&self, game_pk: &str) -> StoreFuture<Option<GameRecord>>;
     /// `player`'s finished games, newest first, ended before `before` (epoch ms).
@@ -51,6 +52,8 @@ pub trait RoomStore: Send + Sync + 'static {
 #[derive(Default)]
 struct MemRooms {
     rooms: HashMap<String, RoomInfo>,
+    /// Ended rooms, oldest first: the first go when there are more than the store keeps.
+    ended: VecDeque<String>,
 }
 
 #[derive(Default)]
@@ -61,17 +64,42 @@ struct MemGame {
     record: Option<Vec<u8>>,
 }
 
-/// The in-memory store: one process, nothing survives a restart.
-#[derive(Clone, Default)]
+/// Finished games (and ended rooms) the in-memory store keeps by default; older ones are
+/// forgotten, so a long-running node's memory stays bounded (~7 KiB per finished game).
+pub const MEMORY_KEEPS_FINISHED: usize = 2_000;
+
+/// The in-memory store: one process, nothing survives a restart. It keeps the newest
+/// `keep_finished` finished games and ended rooms; older ones are forgotten (their
+/// records and replays are gone, as after a retention period elsewhere).
+#[derive(Clone)]
 pub struct MemoryStore {
     // A std Mutex: every operation is a short, non-async critical section.
     games: Arc<Mutex<HashMap<String, MemGame>>>,
+    /// Finished games, oldest first.
+    finished: Arc<Mutex<VecDeque<String>>>,
     rooms: Arc<Mutex<MemRooms>>,
+    keep_finished: usize,
+}
+
+impl Default for MemoryStore {
+    fn default() -> MemoryStore {
+        MemoryStore::keeping(MEMORY_KEEPS_FINISHED)
+    }
 }
 
 impl MemoryStore {
     pub fn new() -> MemoryStore {
         MemoryStore::default()
+    }
+
+    /// A store that keeps at most `keep_finished` finished games and ended rooms.
+    pub fn keeping(keep_finished: usize) -> MemoryStore {
+        MemoryStore {
+            games: Arc::default(),
+            finished: Arc::default(),
+            rooms: Arc::default(),
+            keep_finished: keep_finished.max(1),
+        }
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut HashMap<String, MemGame>) -> Result<T, StoreError>) -> Result<T, StoreError> {
@@ -142,7 +170,18 @@ impl RoomStore for MemoryStore {
                 let game = games
                     .get_mut(&record.game_pk)
                     .ok_or_else(|| StoreError::Corrupt(format!("no game {}", record.game_pk)))?;
+                let first_time = game.record.is_none();
                 game.record = Some(bytes);
+                if first_time {
+                    let mut finished =
+                        self.finished.lock().map_err(|_| StoreError::Unavailable("memory store poisoned".into()))?;
+                    finished.push_back(record.game_pk.clone());
+                    while finished.len() > self.keep_finished {
+                        if let Some(old) = finished.pop_front() {
+                            games.remove(&old);
+                        }
+                    }
+                }
                 Ok(())
             })
         });
@@ -174,7 +213,18 @@ impl RoomStore for MemoryStore {
     fn put_room(&self, info: &RoomInfo) -> StoreFuture<()> {
         let result = match self.rooms.lock() {
             Ok(mut rooms) => {
+                let was_ended = rooms.rooms.get(&info.room_id).is_some_and(|r| r.status == RoomStatus::Ended);
                 rooms.rooms.insert(info.room_id.clone(), info.clone());
+                if info.status == RoomStatus::Ended && !was_ended {
+                    rooms.ended.push_back(info.room_id.clone());
+                    while rooms.ended.len() > self.keep_finished {
+                        if let Some(old) = rooms.ended.pop_front() {
+                            if rooms.rooms.get(&old).is_some_and(|r| r.status == RoomStatus::Ended) {
+                                rooms.rooms.remove(&old);
+                            }
+                        }
+                    }
+                }
                 Ok(())
             }
             Err(_) => Err(StoreError::Unavailable("memory store poisoned".into())),

@@ -1,6 +1,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
-//! One contract, every store: the in-memory store and the Redis store must behave the
-//! same. The Redis half needs `REDIS_URL` (./scripts/test starts a private Redis); it
+//! One contract, every store: the in-memory store, the file store and the Redis store
+//! must behave the same. The Redis half needs `REDIS_URL` (./scripts/test starts a private Redis); it
 //! fails, never skips, without one.
 
 mod support;
@@ -8,7 +8,7 @@ mod support;
 use engine::{Actor, PlayerId, RngState, Seed};
 use room_actor::keys::game_pk;
 use room_actor::log::{GameRecord, LogEntry, Snapshot, StartEntry};
-use room_actor::{MemoryStore, RedisStore, RoomStore, StoreError};
+use room_actor::{FileStore, MemoryStore, RedisStore, RoomStore, StoreError};
 use std::sync::Arc;
 
 fn redis_url() -> String {
@@ -146,6 +146,12 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
 #[actix::test]
 async fn memory_store_keeps_the_contract() {
     contract(Arc::new(MemoryStore::new())).await;
+}
+
+#[actix::test]
+async fn file_store_keeps_the_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    contract(Arc::new(FileStore::open(dir.path(), 90).unwrap())).await;
 }
 
 #[actix::test]

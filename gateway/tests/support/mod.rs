@@ -33,6 +33,8 @@ pub const SEED: &str = "00000000000000000000000000c0ffee";
 pub struct Server {
     pub addr: SocketAddr,
     pub store: Arc<dyn RoomStore>,
+    /// The node's file store, when `store.kind = file`.
+    pub file_store: Option<room_actor::FileStore>,
     pub http: reqwest::Client,
 }
 
@@ -70,6 +72,8 @@ pub fn test_settings() -> Settings {
     s.ws.burst = 10_000;
     s.ws.client_timeout_s = 600;
     s.rooms.max_open_per_user = 100;
+    // Tests never write a data directory (the file store has tests of its own).
+    s.store.kind = gateway::config::StoreKind::Memory;
     s
 }
 
@@ -86,12 +90,13 @@ pub fn start_server_with(tweak: impl FnOnce(&mut Settings)) -> Server {
     std::thread::spawn(move || {
         actix::System::new().block_on(async move {
             let running = gateway::server::start(settings).expect("server starts");
-            tx.send((running.addr, running.state.store.clone())).expect("test is waiting");
+            let state = &running.state;
+            tx.send((running.addr, state.store.clone(), state.file_store.clone())).expect("test is waiting");
             let _ = running.server.await;
         });
     });
-    let (addr, store) = rx.recv_timeout(Duration::from_secs(30)).expect("server reports its address");
-    Server { addr, store, http: reqwest::Client::new() }
+    let (addr, store, file_store) = rx.recv_timeout(Duration::from_secs(30)).expect("server reports its address");
+    Server { addr, store, file_store, http: reqwest::Client::new() }
 }
 
 impl Server {

@@ -119,6 +119,10 @@ impl Proc {
             .env("ROOMD__CLUSTER__DRAIN_GRACE_S", "6")
             .env("ROOMD__LOG__LEVEL", "warn")
             .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
+            // Every test client is 127.0.0.1.
+            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
+            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
+            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
             .env("ROOMD__WS__RATE_PER_S", "1000")
             .env("ROOMD__WS__BURST", "1000");
         for (k, v) in &self.env {

@@ -12,7 +12,8 @@
 //! includes their clock offset, so keep nodes on NTP).
 
 use crate::error::StoreError;
-use crate::log::{decode, encode};
+// Frames carry their own version byte: the envelope inside is bare bincode.
+use crate::log::{decode_body as decode, encode_body as encode};
 use crate::metrics::RoomMetrics;
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;

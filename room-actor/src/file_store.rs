@@ -1,0 +1,598 @@
+//! `RoomStore` in a data directory: one SQLite database (`roomd.sqlite3`, WAL mode,
+//! `synchronous = FULL`) owned by one thread. Every call is queued to that thread in call
+//! order; the thread takes everything queued (up to [`MAX_BATCH`]) into one transaction
+//! and commits it with one fsync of the WAL, then answers each call: group commit. A call
+//! is answered `Ok` only once its transaction is durable, so nothing is acknowledged to a
+//! player before it would survive a power loss; when the commit fails (a full disk, an
+//! I/O error) every call of the batch fails with `StoreError::Unavailable` and nothing of
+//! it is stored.
+//!
+//! Values are the same versioned bincode as in the other stores (`log::encode`); room
+//! info is JSON, as in Redis. Finished games are deleted `retention_days` after they
+//! ended (checked at start and every hour). The database is opened with an exclusive
+//! lock: a second roomd on the same directory refuses to start.
+
+use crate::directory::{RoomInfo, RoomStatus};
+use crate::error::StoreError;
+use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
+use crate::store::{RoomStore, StoreFuture};
+use engine::PlayerId;
+use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use thiserror::Error;
+use tokio::sync::oneshot;
+use tracing::{error, info};
+
+/// The database file inside the data directory.
+pub const DB_FILE: &str = "roomd.sqlite3";
+/// Calls committed together at most (one transaction, one fsync).
+pub const MAX_BATCH: usize = 512;
+/// The schema this build writes; a database of a newer schema is refused at start.
+const SCHEMA_VERSION: i64 = 1;
+/// How often finished games past the retention are deleted.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS games (
+    pk TEXT PRIMARY KEY,
+    start BLOB NOT NULL,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    snapshot BLOB,
+    record BLOB,
+    ended_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS games_by_end ON games(ended_at) WHERE ended_at IS NOT NULL;
+CREATE TABLE IF NOT EXISTS entries (
+    pk TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL,
+    PRIMARY KEY (pk, seq)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS rooms (
+    id TEXT PRIMARY KEY,
+    info TEXT NOT NULL,
+    open INTEGER NOT NULL,
+    ended_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS rooms_open ON rooms(open);
+CREATE TABLE IF NOT EXISTS user_games (
+    player TEXT NOT NULL,
+    ended_at INTEGER NOT NULL,
+    pk TEXT NOT NULL,
+    PRIMARY KEY (player, ended_at, pk)
+) WITHOUT ROWID;
+";
+
+/// The store cannot be opened: roomd must not start (never silently empty).
+#[derive(Debug, Error)]
+pub enum OpenError {
+    #[error("cannot create the data directory {dir}: {source}")]
+    Dir { dir: PathBuf, source: std::io::Error },
+    #[error(
+        "{file} is not a readable roomd store ({reason}). roomd will not start on it: restore the data \
+         directory from a backup, or move {file} and its -wal file aside to start with an empty store"
+    )]
+    Corrupt { file: PathBuf, reason: String },
+    #[error("{file} is in use by another roomd (or cannot be locked: {reason}); one node per data directory")]
+    Locked { file: PathBuf, reason: String },
+    #[error("{file} was written by a newer roomd (store schema {found}, this build knows {known}): run a newer roomd")]
+    NewerSchema { file: PathBuf, found: i64, known: i64 },
+    #[error("cannot open {file}: {reason}")]
+    Open { file: PathBuf, reason: String },
+    #[error("cannot start the store thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// What a call asks of the store thread.
+enum Op {
+    Begin { pk: String, start: Vec<u8> },
+    Append { pk: String, seq: u64, body: Vec<u8> },
+    Snapshot { pk: String, body: Vec<u8> },
+    Finish { pk: String, ended_at: i64, players: Vec<PlayerId>, body: Vec<u8> },
+    PutRoom { id: String, json: String, open: bool, now: i64 },
+    Room { id: String },
+    OpenRooms,
+    Load { pk: String },
+    Record { pk: String },
+    GamesOf { player: PlayerId, before: i64, limit: usize },
+    Purge { before: i64 },
+    Probe { now: i64 },
+}
+
+/// What the thread answers.
+enum Out {
+    Done,
+    Purged(usize),
+    Room(Option<RoomInfo>),
+    Rooms(Vec<RoomInfo>),
+    Game(Option<StoredGame>),
+    Record(Option<GameRecord>),
+    Records(Vec<GameRecord>),
+}
+
+struct Job {
+    op: Op,
+    reply: oneshot::Sender<Result<Out, StoreError>>,
+}
+
+/// A failure inside a batch: `Refused` fails only its own call (a seq conflict, an
+/// unknown game); `Db` aborts the whole batch (nothing of it is stored).
+enum Fail {
+    Refused(StoreError),
+    Db(rusqlite::Error),
+}
+
+impl From<rusqlite::Error> for Fail {
+    fn from(e: rusqlite::Error) -> Fail {
+        Fail::Db(e)
+    }
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Fail {
+        Fail::Refused(e)
+    }
+}
+
+/// The file-backed store (embedded mode). Cheap to clone.
+#[derive(Clone)]
+pub struct FileStore {
+    tx: mpsc::Sender<Job>,
+    file: Arc<PathBuf>,
+    /// False after a commit failed, true again after one succeeded.
+    healthy: Arc<AtomicBool>,
+    /// Fault injection for tests: while set, every commit fails as on a full disk.
+    fail_commits: Arc<AtomicBool>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+fn unavailable(e: &rusqlite::Error) -> StoreError {
+    StoreError::Unavailable(format!("file store: {e}"))
+}
+
+impl FileStore {
+    /// Opens (creating it if needed) the store in `dir`, checks it, deletes finished
+    /// games older than `retention_days` and starts its thread. A database that does not
+    /// check out is an error naming the file, never an empty start.
+    pub fn open(dir: &Path, retention_days: u32) -> Result<FileStore, OpenError> {
+        std::fs::create_dir_all(dir).map_err(|source| OpenError::Dir { dir: dir.to_owned(), source })?;
+        let file = dir.join(DB_FILE);
+        let existed = file.exists();
+        let conn = open_checked(&file, existed)?;
+        let retention = Duration::from_secs(u64::from(retention_days) * 24 * 3600);
+        let (tx, rx) = mpsc::channel::<Job>();
+        let healthy = Arc::new(AtomicBool::new(true));
+        let fail_commits = Arc::new(AtomicBool::new(false));
+        let state = Thread { healthy: healthy.clone(), fail_commits: fail_commits.clone(), file: file.clone() };
+        std::thread::Builder::new()
+            .name("roomd-store".into())
+            .spawn(move || run(conn, rx, retention, state))
+            .map_err(OpenError::Thread)?;
+        info!(file = %file.display(), existed, "file store open");
+        Ok(FileStore { tx, file: Arc::new(file), healthy, fail_commits })
+    }
+
+    /// The database file.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// Did the last commit succeed?
+    pub fn healthy(&self) -> bool {
+        self.healthy.load(Ordering::Relaxed)
+    }
+
+    /// Fault injection (tests): while `on`, every commit fails as it does on a full disk
+    /// (the batch is rolled back, its calls get `Unavailable`, `probe` is false).
+    pub fn fail_commits(&self, on: bool) {
+        self.fail_commits.store(on, Ordering::Relaxed);
+    }
+
+    /// Writes and commits a tiny row: can the store take writes right now (readiness)?
+    pub async fn probe(&self) -> bool {
+        self.call(Op::Probe { now: now_ms() }).await.is_ok()
+    }
+
+    /// Deletes the finished games (log, snapshot, record, index) that ended before
+    /// `before` (epoch ms) and ended rooms saved before it; returns how many games.
+    pub async fn purge_finished_before(&self, before: i64) -> Result<usize, StoreError> {
+        match self.call(Op::Purge { before }).await? {
+            Out::Purged(n) => Ok(n),
+            _ => Err(StoreError::Corrupt("unexpected answer".into())),
+        }
+    }
+
+    fn send(&self, op: Op) -> oneshot::Receiver<Result<Out, StoreError>> {
+        let (reply, rx) = oneshot::channel();
+        // A closed channel drops `reply`, which the receiver reads as unavailable.
+        let _ = self.tx.send(Job { op, reply });
+        rx
+    }
+
+    fn call(&self, op: Op) -> impl std::future::Future<Output = Result<Out, StoreError>> + Send + 'static {
+        // Queued now, not when polled: calls keep the order they were made in.
+        let rx = self.send(op);
+        async move { rx.await.map_err(|_| StoreError::Unavailable("file store thread stopped".into()))? }
+    }
+
+    fn boxed<T: Send + 'static>(&self, op: Op, map: fn(Out) -> Option<T>) -> StoreFuture<T> {
+        let call = self.call(op);
+        Box::pin(async move {
+            let out = call.await?;
+            map(out).ok_or_else(|| StoreError::Corrupt("unexpected answer from the store thread".into()))
+        })
+    }
+}
+
+fn done(out: Out) -> Option<()> {
+    matches!(out, Out::Done).then_some(())
+}
+
+/// Opens the database exclusively, sets durability, checks its integrity and schema.
+fn open_checked(file: &Path, existed: bool) -> Result<Connection, OpenError> {
+    let corrupt = |e: &dyn std::fmt::Display| OpenError::Corrupt { file: file.to_owned(), reason: e.to_string() };
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(file, flags)
+        .map_err(|e| OpenError::Open { file: file.to_owned(), reason: e.to_string() })?;
+    let classify = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(ErrorCode::NotADatabase) | Some(ErrorCode::DatabaseCorrupt) => corrupt(&e),
+        Some(ErrorCode::DatabaseBusy) | Some(ErrorCode::DatabaseLocked) => {
+            OpenError::Locked { file: file.to_owned(), reason: e.to_string() }
+        }
+        _ => OpenError::Open { file: file.to_owned(), reason: e.to_string() },
+    };
+    // Exclusive before the first access: no shared-memory index, and no other process
+    // can open the database while this one runs.
+    conn.pragma_update(None, "locking_mode", "EXCLUSIVE").map_err(classify)?;
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(classify)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(OpenError::Open { file: file.to_owned(), reason: format!("journal mode {mode}, not wal") });
+    }
+    // FULL in WAL mode: every commit fsyncs the WAL before it returns.
+    conn.pragma_update(None, "synchronous", "FULL").map_err(classify)?;
+    let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(classify)?;
+    if check != "ok" {
+        return Err(corrupt(&format!("integrity check: {check}")));
+    }
+    let has_meta: bool = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map(|n| n > 0)
+        .map_err(classify)?;
+    if existed && !has_meta {
+        // A file that is there but holds no store (truncated to nothing, or something
+        // else): starting empty on it would silently forget every game.
+        return Err(corrupt(&"the file exists but holds no roomd tables (empty or truncated?)"));
+    }
+    conn.execute_batch(SCHEMA).map_err(classify)?;
+    let schema: Option<String> =
+        conn.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0)).optional().map_err(classify)?;
+    match schema.map(|s| s.parse::<i64>()) {
+        None => {
+            conn.execute("INSERT INTO meta (key, value) VALUES ('schema', ?1)", params![SCHEMA_VERSION.to_string()])
+                .map_err(classify)?;
+        }
+        Some(Ok(found)) if found > SCHEMA_VERSION => {
+            return Err(OpenError::NewerSchema { file: file.to_owned(), found, known: SCHEMA_VERSION });
+        }
+        Some(Ok(_)) => {}
+        Some(Err(e)) => return Err(corrupt(&format!("schema version: {e}"))),
+    }
+    Ok(conn)
+}
+
+/// What the store thread shares with the handles.
+struct Thread {
+    healthy: Arc<AtomicBool>,
+    fail_commits: Arc<AtomicBool>,
+    file: PathBuf,
+}
+
+/// The store thread: batches, purges on schedule, exits when every handle is dropped.
+fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, retention: Duration, state: Thread) {
+    let purge = |conn: &mut Connection| {
+        let before = now_ms() - retention.as_millis() as i64;
+        let (reply, _) = oneshot::channel();
+        commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state);
+    };
+    purge(&mut conn);
+    let mut next_purge = Instant::now() + PURGE_EVERY;
+    loop {
+        let wait = next_purge.saturating_duration_since(Instant::now());
+        let first = match rx.recv_timeout(wait) {
+            Ok(job) => job,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                purge(&mut conn);
+                next_purge = Instant::now() + PURGE_EVERY;
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => batch.push(job),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&mut conn, batch, &state);
+    }
+    info!(file = %state.file.display(), "file store closed");
+}
+
+/// Runs `batch` in one transaction and answers every call after the commit.
+fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread) {
+    let file = &state.file;
+    let healthy = &state.healthy;
+    let fail_all = |batch: Vec<Job>, e: &rusqlite::Error| {
+        for job in batch {
+            let _ = job.reply.send(Err(unavailable(e)));
+        }
+    };
+    let tx = match conn.transaction_with_behavior(TransactionBehavior::Immediate) {
+        Ok(tx) => tx,
+        Err(e) => {
+            healthy.store(false, Ordering::Relaxed);
+            error!(file = %file.display(), error = %e, "store transaction not started; calls refused");
+            return fail_all(batch, &e);
+        }
+    };
+    let mut outs = Vec::with_capacity(batch.len());
+    let mut failed = None;
+    for job in &batch {
+        match apply(&tx, &job.op) {
+            Ok(out) => outs.push(Ok(out)),
+            Err(Fail::Refused(e)) => outs.push(Err(e)),
+            Err(Fail::Db(e)) => {
+                failed = Some(e);
+                break;
+            }
+        }
+    }
+    if failed.is_none() && state.fail_commits.load(Ordering::Relaxed) {
+        failed = Some(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+            Some("injected fault: database or disk is full".into()),
+        ));
+    }
+    if let Some(e) = failed {
+        drop(tx);
+        healthy.store(false, Ordering::Relaxed);
+        error!(file = %file.display(), error = %e, "store write failed; batch rolled back, calls refused");
+        return fail_all(batch, &e);
+    }
+    if let Err(e) = tx.commit() {
+        healthy.store(false, Ordering::Relaxed);
+        error!(file = %file.display(), error = %e, "store commit failed; batch rolled back, calls refused");
+        return fail_all(batch, &e);
+    }
+    if !healthy.swap(true, Ordering::Relaxed) {
+        info!(file = %file.display(), "store writes succeed again");
+    }
+    for (job, out) in batch.into_iter().zip(outs) {
+        let _ = job.reply.send(out);
+    }
+}
+
+fn no_game(pk: &str) -> Fail {
+    Fail::Refused(StoreError::Corrupt(format!("no game {pk}")))
+}
+
+fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Out, Fail> {
+    match op {
+        Op::Begin { pk, start } => {
+            let inserted = tx.execute("INSERT OR IGNORE INTO games (pk, start) VALUES (?1, ?2)", params![pk, start])?;
+            if inserted == 0 {
+                return Err(StoreError::Conflict { game_pk: pk.clone(), expected: 0, got: 0 }.into());
+            }
+            Ok(Out::Done)
+        }
+        Op::Append { pk, seq, body } => {
+            let last: Option<i64> =
+                tx.query_row("SELECT last_seq FROM games WHERE pk = ?1", params![pk], |r| r.get(0)).optional()?;
+            let Some(last) = last else { return Err(no_game(pk)) };
+            let expected = last as u64 + 1;
+            if *seq != expected {
+                return Err(StoreError::Conflict { game_pk: pk.clone(), expected, got: *seq }.into());
+            }
+            tx.execute("INSERT INTO entries (pk, seq, body) VALUES (?1, ?2, ?3)", params![pk, *seq as i64, body])?;
+            tx.execute("UPDATE games SET last_seq = ?2 WHERE pk = ?1", params![pk, *seq as i64])?;
+            Ok(Out::Done)
+        }
+        Op::Snapshot { pk, body } => {
+            if tx.execute("UPDATE games SET snapshot = ?2 WHERE pk = ?1", params![pk, body])? == 0 {
+                return Err(no_game(pk));
+            }
+            Ok(Out::Done)
+        }
+        Op::Finish { pk, ended_at, players, body } => {
+            if tx.execute("UPDATE games SET record = ?2, ended_at = ?3 WHERE pk = ?1", params![pk, body, ended_at])?
+                == 0
+            {
+                return Err(no_game(pk));
+            }
+            for player in players {
+                tx.execute(
+                    "INSERT OR IGNORE INTO user_games (player, ended_at, pk) VALUES (?1, ?2, ?3)",
+                    params![player.as_str(), ended_at, pk],
+                )?;
+            }
+            Ok(Out::Done)
+        }
+        Op::PutRoom { id, json, open, now } => {
+            let ended_at = (!open).then_some(*now);
+            tx.execute(
+                "INSERT INTO rooms (id, info, open, ended_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(id) DO UPDATE SET info = excluded.info, open = excluded.open,
+                     ended_at = coalesce(rooms.ended_at, excluded.ended_at)",
+                params![id, json, open, ended_at],
+            )?;
+            Ok(Out::Done)
+        }
+        Op::Room { id } => {
+            let json: Option<String> =
+                tx.query_row("SELECT info FROM rooms WHERE id = ?1", params![id], |r| r.get(0)).optional()?;
+            Ok(Out::Room(json.map(|j| room_info(&j)).transpose()?))
+        }
+        Op::OpenRooms => {
+            let mut stmt = tx.prepare_cached("SELECT info FROM rooms WHERE open = 1")?;
+            let jsons = stmt.query_map([], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?;
+            let mut rooms = Vec::with_capacity(jsons.len());
+            for json in jsons {
+                let info = room_info(&json)?;
+                if info.status != RoomStatus::Ended {
+                    rooms.push(info);
+                }
+            }
+            Ok(Out::Rooms(rooms))
+        }
+        Op::Load { pk } => {
+            let row: Option<(Vec<u8>, Option<Vec<u8>>)> = tx
+                .query_row("SELECT start, snapshot FROM games WHERE pk = ?1", params![pk], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            let Some((start, snapshot)) = row else { return Ok(Out::Game(None)) };
+            let mut stmt = tx.prepare_cached("SELECT body FROM entries WHERE pk = ?1 ORDER BY seq")?;
+            let bodies = stmt.query_map(params![pk], |r| r.get::<_, Vec<u8>>(0))?.collect::<Result<Vec<_>, _>>()?;
+            let entries = bodies.iter().map(|b| decode::<LogEntry>(b)).collect::<Result<Vec<_>, _>>()?;
+            Ok(Out::Game(Some(StoredGame {
+                start: decode::<StartEntry>(&start)?,
+                snapshot: snapshot.as_deref().map(decode::<Snapshot>).transpose()?,
+                entries,
+            })))
+        }
+        Op::Record { pk } => {
+            let body: Option<Option<Vec<u8>>> =
+                tx.query_row("SELECT record FROM games WHERE pk = ?1", params![pk], |r| r.get(0)).optional()?;
+            Ok(Out::Record(body.flatten().as_deref().map(decode::<GameRecord>).transpose()?))
+        }
+        Op::GamesOf { player, before, limit } => {
+            let mut stmt = tx.prepare_cached(
+                "SELECT g.record FROM user_games u JOIN games g ON g.pk = u.pk
+                 WHERE u.player = ?1 AND u.ended_at < ?2 AND g.record IS NOT NULL
+                 ORDER BY u.ended_at DESC, u.pk DESC LIMIT ?3",
+            )?;
+            let bodies = stmt
+                .query_map(params![player.as_str(), before, *limit as i64], |r| r.get::<_, Vec<u8>>(0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Out::Records(bodies.iter().map(|b| decode::<GameRecord>(b)).collect::<Result<Vec<_>, _>>()?))
+        }
+        Op::Purge { before } => {
+            let old = "SELECT pk FROM games WHERE ended_at IS NOT NULL AND ended_at < ?1";
+            tx.execute(&format!("DELETE FROM entries WHERE pk IN ({old})"), params![before])?;
+            tx.execute(&format!("DELETE FROM user_games WHERE pk IN ({old})"), params![before])?;
+            let games =
+                tx.execute("DELETE FROM games WHERE ended_at IS NOT NULL AND ended_at < ?1", params![before])?;
+            tx.execute("DELETE FROM rooms WHERE open = 0 AND ended_at < ?1", params![before])?;
+            if games > 0 {
+                info!(games, "finished games past the retention deleted");
+            }
+            Ok(Out::Purged(games))
+        }
+        Op::Probe { now } => {
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('probe', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![now.to_string()],
+            )?;
+            Ok(Out::Done)
+        }
+    }
+}
+
+fn room_info(json: &str) -> Result<RoomInfo, Fail> {
+    serde_json::from_str(json).map_err(|e| Fail::Refused(StoreError::Corrupt(format!("room info: {e}"))))
+}
+
+impl RoomStore for FileStore {
+    fn begin(&self, start: StartEntry) -> StoreFuture<()> {
+        match encode(&start) {
+            Ok(bytes) => self.boxed(Op::Begin { pk: start.game_pk, start: bytes }, done),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()> {
+        match encode(&entry) {
+            Ok(body) => self.boxed(Op::Append { pk: game_pk.to_owned(), seq: entry.seq, body }, done),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    fn put_room(&self, info: &RoomInfo) -> StoreFuture<()> {
+        match serde_json::to_string(info) {
+            Ok(json) => self.boxed(
+                Op::PutRoom { id: info.room_id.clone(), json, open: info.status != RoomStatus::Ended, now: now_ms() },
+                done,
+            ),
+            Err(e) => Box::pin(std::future::ready(Err(StoreError::Corrupt(e.to_string())))),
+        }
+    }
+
+    fn room(&self, room_id: &str) -> StoreFuture<Option<RoomInfo>> {
+        self.boxed(Op::Room { id: room_id.to_owned() }, |out| match out {
+            Out::Room(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    fn open_rooms(&self) -> StoreFuture<Vec<RoomInfo>> {
+        self.boxed(Op::OpenRooms, |out| match out {
+            Out::Rooms(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    fn put_snapshot(&self, game_pk: &str, snapshot: Snapshot) -> StoreFuture<()> {
+        match encode(&snapshot) {
+            Ok(body) => self.boxed(Op::Snapshot { pk: game_pk.to_owned(), body }, done),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    fn load(&self, game_pk: &str) -> StoreFuture<Option<StoredGame>> {
+        self.boxed(Op::Load { pk: game_pk.to_owned() }, |out| match out {
+            Out::Game(g) => Some(g),
+            _ => None,
+        })
+    }
+
+    fn finish(&self, record: GameRecord) -> StoreFuture<()> {
+        match encode(&record) {
+            Ok(body) => self.boxed(
+                Op::Finish {
+                    pk: record.game_pk.clone(),
+                    ended_at: record.ended_at,
+                    players: record.players.clone(),
+                    body,
+                },
+                done,
+            ),
+            Err(e) => Box::pin(std::future::ready(Err(e))),
+        }
+    }
+
+    fn record(&self, game_pk: &str) -> StoreFuture<Option<GameRecord>> {
+        self.boxed(Op::Record { pk: game_pk.to_owned() }, |out| match out {
+            Out::Record(r) => Some(r),
+            _ => None,
+        })
+    }
+
+    fn games_of(&self, player: &PlayerId, before: Option<i64>, limit: usize) -> StoreFuture<Vec<GameRecord>> {
+        let op = Op::GamesOf { player: player.clone(), before: before.unwrap_or(i64::MAX), limit };
+        self.boxed(op, |out| match out {
+            Out::Records(r) => Some(r),
+            _ => None,
+        })
+    }
+}

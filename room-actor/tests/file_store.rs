@@ -1,0 +1,242 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+//! The file store beyond the shared contract: what is acknowledged is there after the
+//! store is opened again; concurrent appends from many rooms are committed together and
+//! all land; a corrupt, truncated or foreign file is a clear error naming the file (never
+//! an empty start); one node per data directory; retention deletes old finished games
+//! only; the memory store keeps a bounded number of finished games.
+
+use engine::{Actor, PlayerId, RngState, Seed};
+use room_actor::file_store::{OpenError, DB_FILE};
+use room_actor::keys::game_pk;
+use room_actor::log::{GameRecord, LogEntry, Snapshot, StartEntry};
+use room_actor::{FileStore, MemoryStore, RoomStore};
+use std::path::Path;
+use std::time::Duration;
+
+fn start(pk: &str) -> StartEntry {
+    StartEntry {
+        game_pk: pk.into(),
+        room_id: pk.split('.').next().unwrap().into(),
+        game: "tally".into(),
+        seed: Seed(7),
+        players: vec!["a".into(), "b".into()],
+        bots: vec![],
+        names: vec!["a".into(), "b".into()],
+        options_json: r#"{"target":10}"#.into(),
+        state_version: 1,
+        started_at: 1_000,
+        rtt: Default::default(),
+    }
+}
+
+fn entry(seq: u64) -> LogEntry {
+    LogEntry {
+        seq,
+        at: 1_000 + seq as i64,
+        actor: Actor::Player("a".into()),
+        cs: Some(seq),
+        rtt_ms: None,
+        auto: false,
+        input_json: r#"{"client":{"type":"bump"}}"#.into(),
+        rtt: None,
+    }
+}
+
+fn record(pk: &str, ended_at: i64) -> GameRecord {
+    GameRecord {
+        game_pk: pk.into(),
+        room_id: pk.split('.').next().unwrap().into(),
+        game: "tally".into(),
+        players: vec!["a".into(), "b".into()],
+        names: vec![],
+        started_at: 1_000,
+        ended_at,
+        state_version: 1,
+        final_seq: 1,
+        result_json: "{}".into(),
+        final_state_json: "{}".into(),
+    }
+}
+
+/// Opens the store again once the previous handle's thread let go of the file (a drop
+/// closes it asynchronously); any other error fails at once.
+async fn reopen(dir: &Path) -> FileStore {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match FileStore::open(dir, 90) {
+            Ok(store) => return store,
+            Err(OpenError::Locked { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(e) => panic!("reopen: {e}"),
+        }
+    }
+}
+
+#[actix::test]
+async fn acknowledged_writes_are_there_after_the_store_is_opened_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let pk = game_pk("r_keep", "01");
+    // Ended just now: well inside the retention that is applied when the store opens.
+    let ended_at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    {
+        let store = FileStore::open(dir.path(), 90).unwrap();
+        store.begin(start(&pk)).await.unwrap();
+        for seq in 1..=5 {
+            store.append(&pk, entry(seq)).await.unwrap();
+        }
+        let snap = Snapshot { seq: 4, at: 1_004, state_json: "{}".into(), rng: RngState { a: 1, b: 2, c: 3, d: 4 } };
+        store.put_snapshot(&pk, snap).await.unwrap();
+        store.finish(record(&pk, ended_at)).await.unwrap();
+    }
+    let store = reopen(dir.path()).await;
+    let loaded = store.load(&pk).await.unwrap().expect("the game is still there");
+    assert_eq!(loaded.entries, (1..=5).map(entry).collect::<Vec<_>>());
+    assert_eq!(loaded.snapshot.map(|s| s.seq), Some(4));
+    assert_eq!(store.record(&pk).await.unwrap(), Some(record(&pk, ended_at)));
+    assert_eq!(store.games_of(&"b".into(), None, 5).await.unwrap().len(), 1);
+    // The log continues where it stopped.
+    assert!(store.append(&pk, entry(5)).await.is_err());
+    store.append(&pk, entry(6)).await.unwrap();
+}
+
+#[actix::test]
+async fn concurrent_appends_of_many_rooms_all_land_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path(), 90).unwrap();
+    let pks: Vec<String> = (0..20).map(|i| game_pk(&format!("r_many{i}"), "01")).collect();
+    for pk in &pks {
+        store.begin(start(pk)).await.unwrap();
+    }
+    // Every room's appends are issued at once (not awaited one by one): the store
+    // thread takes them in batches, in call order per room.
+    let mut calls = Vec::new();
+    for seq in 1..=25 {
+        for pk in &pks {
+            calls.push(store.append(pk, entry(seq)));
+        }
+    }
+    for result in futures_util::future::join_all(calls).await {
+        result.unwrap();
+    }
+    for pk in &pks {
+        assert_eq!(store.load(pk).await.unwrap().unwrap().entries.len(), 25);
+    }
+}
+
+#[actix::test]
+async fn a_garbage_store_file_is_a_clear_error_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(DB_FILE), vec![0x42; 8192]).unwrap();
+    let err = FileStore::open(dir.path(), 90).err().expect("garbage is refused");
+    assert!(matches!(err, OpenError::Corrupt { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains(&dir.path().join(DB_FILE).display().to_string()), "{message}");
+    assert!(message.contains("backup") && message.contains("aside"), "says what to do: {message}");
+}
+
+#[actix::test]
+async fn a_truncated_store_file_is_a_clear_error_never_an_empty_start() {
+    for keep in [0.0, 0.5] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = FileStore::open(dir.path(), 90).unwrap();
+            let mut calls = Vec::new();
+            for i in 0..40 {
+                let pk = game_pk(&format!("r_t{i}"), "01");
+                store.begin(start(&pk)).await.unwrap();
+                for seq in 1..=20 {
+                    calls.push(store.append(&pk, entry(seq)));
+                }
+            }
+            for result in futures_util::future::join_all(calls).await {
+                result.unwrap();
+            }
+        }
+        // The store thread closes the database (checkpointing the WAL into the file)
+        // once its last handle is gone; wait for that before cutting the file.
+        drop(reopen(dir.path()).await);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let file = dir.path().join(DB_FILE);
+        let len = std::fs::metadata(&file).unwrap().len();
+        assert!(len > 8192, "the games are in the file ({len} bytes)");
+        std::fs::OpenOptions::new().write(true).open(&file).unwrap().set_len((len as f64 * keep) as u64).unwrap();
+        let err = FileStore::open(dir.path(), 90).err().unwrap_or_else(|| panic!("truncated to {keep} opened"));
+        assert!(matches!(err, OpenError::Corrupt { .. }), "truncated to {keep}: {err:?}");
+        assert!(err.to_string().contains(&file.display().to_string()), "{err}");
+    }
+}
+
+#[actix::test]
+async fn one_node_per_data_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path(), 90).unwrap();
+    store.begin(start(&game_pk("r_lock", "01"))).await.unwrap();
+    let err = FileStore::open(dir.path(), 90).err().expect("a second opener is refused");
+    assert!(matches!(err, OpenError::Locked { .. }), "{err:?}");
+    assert!(err.to_string().contains("another roomd"), "{err}");
+}
+
+#[actix::test]
+async fn retention_deletes_old_finished_games_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileStore::open(dir.path(), 90).unwrap();
+    let old = game_pk("r_old", "01");
+    let new = game_pk("r_new", "01");
+    let open = game_pk("r_open", "01");
+    for pk in [&old, &new, &open] {
+        store.begin(start(pk)).await.unwrap();
+        store.append(pk, entry(1)).await.unwrap();
+    }
+    store.finish(record(&old, 1_000)).await.unwrap();
+    store.finish(record(&new, 5_000)).await.unwrap();
+    assert_eq!(store.purge_finished_before(2_000).await.unwrap(), 1);
+    assert_eq!(store.load(&old).await.unwrap(), None);
+    assert_eq!(store.record(&old).await.unwrap(), None);
+    let mine: Vec<String> =
+        store.games_of(&PlayerId::from("a"), None, 10).await.unwrap().into_iter().map(|r| r.game_pk).collect();
+    assert_eq!(mine, vec![new.clone()]);
+    assert!(store.load(&new).await.unwrap().is_some());
+    assert_eq!(store.load(&open).await.unwrap().unwrap().entries.len(), 1, "running games are never purged");
+}
+
+#[actix::test]
+async fn the_memory_store_keeps_a_bounded_number_of_finished_games() {
+    let store = MemoryStore::keeping(2);
+    let pks: Vec<String> = (0..3).map(|i| game_pk(&format!("r_m{i}"), "01")).collect();
+    for (i, pk) in pks.iter().enumerate() {
+        store.begin(start(pk)).await.unwrap();
+        store.append(pk, entry(1)).await.unwrap();
+        store.finish(record(pk, 1_000 + i as i64)).await.unwrap();
+    }
+    assert_eq!(store.load(&pks[0]).await.unwrap(), None, "the oldest finished game is forgotten");
+    assert_eq!(store.record(&pks[0]).await.unwrap(), None);
+    assert!(store.record(&pks[2]).await.unwrap().is_some());
+    assert_eq!(store.games_of(&"a".into(), None, 10).await.unwrap().len(), 2);
+    // Ended rooms are bounded the same way.
+    for i in 0..3 {
+        let mut info = room_info(&format!("r_e{i}"));
+        store.put_room(&info).await.unwrap();
+        info.status = room_actor::RoomStatus::Ended;
+        store.put_room(&info).await.unwrap();
+    }
+    assert_eq!(store.room("r_e0").await.unwrap(), None);
+    assert!(store.room("r_e2").await.unwrap().is_some());
+}
+
+fn room_info(id: &str) -> room_actor::RoomInfo {
+    room_actor::RoomInfo {
+        room_id: id.into(),
+        game: "tally".into(),
+        options: serde_json::json!({"target": 10}),
+        host: "a".into(),
+        seats: vec![],
+        status: room_actor::RoomStatus::Waiting,
+        game_pk: None,
+        node: None,
+        grace_sec: 60,
+        min_players: 1,
+        max_players: 8,
+        created_at: 5,
+    }
+}
