@@ -1,7 +1,9 @@
 //! The rooms this node knows: their public info (for listings) and their addresses.
 //! Each room actor keeps its own entry up to date; the gateway only reads.
 
-use crate::messages::{Act, GetInfo, Handover, LeaveSeat, RttSample, Start, Subscribe, TakeSeat, Unsubscribe};
+use crate::messages::{
+    Act, Close, GetInfo, Handover, Inspect, Kick, LeaveSeat, RttSample, Start, Subscribe, TakeSeat, Unsubscribe,
+};
 use actix::prelude::*;
 use engine::PlayerId;
 use serde::{Deserialize, Serialize};
@@ -44,6 +46,9 @@ pub struct RoomInfo {
     pub min_players: usize,
     pub max_players: usize,
     pub created_at: i64,
+    /// Users an operator kicked: they may not sit or watch here again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kicked: Vec<PlayerId>,
 }
 
 /// Everything that talks to a room, without knowing its game type.
@@ -58,6 +63,9 @@ pub struct RoomHandle {
     pub leave_seat: Recipient<LeaveSeat>,
     pub start: Recipient<Start>,
     pub handover: Recipient<Handover>,
+    pub close: Recipient<Close>,
+    pub kick: Recipient<Kick>,
+    pub inspect: Recipient<Inspect>,
 }
 
 struct Entry {

@@ -75,6 +75,7 @@ impl GameVisitor for DescribeVisitor<'_> {
             min_players: range.min,
             max_players: range.max,
             created_at: self.now,
+            kicked: Vec::new(),
         })
     }
 }

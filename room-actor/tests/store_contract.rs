@@ -136,6 +136,7 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
         min_players: 1,
         max_players: 8,
         created_at: 5,
+        kicked: Vec::new(),
     }
 }
 

@@ -2,7 +2,7 @@
 //! activation of rooms it should own, and the bus loop that connects gateways on other
 //! nodes to the rooms here (and rooms here to sessions there).
 
-use crate::cluster::bus::{self, Envelope, OpError, Publisher, Reply, RoomCmd};
+use crate::cluster::bus::{self, Envelope, NodeCmd, OpError, Publisher, Reply, RoomCmd};
 use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
 use crate::cluster::outbox::{NodeOutbox, RemoteSession};
@@ -11,7 +11,8 @@ use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
 use crate::messages::{
-    Act, GetInfo, LeaveSeat, RoomOpError, RttSample, SessionId, Start, Subscribe, TakeSeat, ToClient, Unsubscribe,
+    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RoomOpError, RttSample, SessionId, Start, Subscribe, TakeSeat,
+    ToClient, Unsubscribe,
 };
 use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
@@ -68,6 +69,9 @@ pub struct ClusterNode {
     next_req: AtomicU64,
     pub draining: AtomicBool,
     activating: tokio::sync::Mutex<()>,
+    /// Notified when an operator asks (over the bus) for this node to drain; the gateway
+    /// then drains exactly as on SIGTERM.
+    pub drain_request: Arc<tokio::sync::Notify>,
 }
 
 struct Restore {
@@ -108,6 +112,7 @@ impl ClusterNode {
             next_req: AtomicU64::new(1),
             draining: AtomicBool::new(false),
             activating: tokio::sync::Mutex::new(()),
+            drain_request: Arc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -252,6 +257,25 @@ impl ClusterNode {
         reply.unwrap_or(Reply::NotHere)
     }
 
+    /// Sends a node command to `node` and waits for its reply (`NotHere` when it cannot
+    /// be reached or does not answer in time).
+    pub async fn request_node(&self, node: &str, make: impl FnOnce(u64) -> NodeCmd) -> Reply {
+        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.insert(req, tx);
+        }
+        let envelope = Envelope::Node { from: self.id().to_owned(), cmd: make(req) };
+        let reply = match self.publisher.send(node, &envelope).await {
+            Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
+            Err(_) => None,
+        };
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(&req);
+        }
+        reply.unwrap_or(Reply::NotHere)
+    }
+
     /// Sends a command that needs no reply.
     pub async fn tell(&self, node: &str, room: &str, cmd: RoomCmd) -> Result<(), StoreError> {
         self.publisher.send(node, &Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd }).await
@@ -281,6 +305,11 @@ impl ClusterNode {
                 }
             }
             Envelope::Room { room, from, cmd } => self.on_room_cmd(&room, &from, cmd).await,
+            Envelope::Node { from, cmd: NodeCmd::Drain { req, by } } => {
+                info!(node = self.id(), from = %from, by = %by, "drain requested by an operator");
+                self.drain_request.notify_one();
+                self.reply(&from, req, Reply::Accepted).await;
+            }
         }
     }
 
@@ -295,7 +324,10 @@ impl ClusterNode {
                 RoomCmd::Info { req }
                 | RoomCmd::TakeSeat { req, .. }
                 | RoomCmd::LeaveSeat { req, .. }
-                | RoomCmd::Start { req, .. } => {
+                | RoomCmd::Start { req, .. }
+                | RoomCmd::Close { req, .. }
+                | RoomCmd::Kick { req, .. }
+                | RoomCmd::Inspect { req } => {
                     self.reply(from, req, Reply::NotHere).await;
                 }
                 RoomCmd::Act { session, cs, .. } => {
@@ -380,6 +412,27 @@ impl ClusterNode {
             RoomCmd::Start { req, user } => {
                 let reply = match handle.start.send(Start { user: PlayerId::from(user) }).await {
                     Ok(r) => Reply::Start(r.map_err(op_error)),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Close { req, reason } => {
+                let reply = match handle.close.send(Close { reason }).await {
+                    Ok(r) => Reply::Admin(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Kick { req, user, reason } => {
+                let reply = match handle.kick.send(Kick { user: PlayerId::from(user), reason }).await {
+                    Ok(r) => Reply::Admin(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Inspect { req } => {
+                let reply = match handle.inspect.send(Inspect).await {
+                    Ok(view) => Reply::Admin(Ok(serde_json::to_string(&view).unwrap_or_default())),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
