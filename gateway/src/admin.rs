@@ -92,7 +92,8 @@ impl Admin {
     /// One audit line and one count per operator action.
     fn audit(&self, action: &'static str, target: &str, outcome: &str, detail: &str) {
         self.actions.with_label_values(&[action, outcome]).inc();
-        info!(target: "audit", audit = true, who = %self.who, action, target = %target, outcome, detail, "admin action");
+        // `subject`, not `target`: JSON logs already use `target` for the log target (`audit`).
+        info!(target: "audit", audit = true, who = %self.who, action, subject = %target, outcome, detail, "admin action");
     }
 }
 
