@@ -23,6 +23,9 @@ pub struct NodeRow {
     pub stats: Option<serde_json::Value>,
 }
 
+/// Live members with their heartbeat scores, draining flags, and reported stats.
+type NodesReply = (Vec<(String, f64)>, HashMap<String, String>, HashMap<String, String>);
+
 /// Live nodes (heartbeat not expired at `now_ms`), sorted by id, in one pipelined round
 /// trip. `ttl_ms` is the membership TTL (a heartbeat's score is its time plus the TTL).
 pub async fn nodes(
@@ -32,7 +35,7 @@ pub async fn nodes(
     ttl_ms: i64,
 ) -> Result<Vec<NodeRow>, StoreError> {
     let mut conn = conn.clone();
-    let (live, draining, stats): (Vec<(String, f64)>, HashMap<String, String>, HashMap<String, String>) = redis::pipe()
+    let (live, draining, stats): NodesReply = redis::pipe()
         .cmd("ZRANGEBYSCORE")
         .arg(keys.nodes())
         .arg(format!("({now_ms}"))
