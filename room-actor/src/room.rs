@@ -314,6 +314,9 @@ impl<G: Game> RoomActor<G> {
             };
             actor.phase = match G::result(&run.state) {
                 Some(result) => Phase::Ended(run, result),
+                // Saved as ended although no rule ended it: an operator closed the game
+                // (its record has the reason). It must not come back to life.
+                None if info.status == RoomStatus::Ended => Phase::Ended(run, operator_result("")),
                 None => Phase::Playing(run),
             };
         }
@@ -1168,6 +1171,22 @@ impl<G: Game> RoomActor<G> {
     }
 }
 
+/// The result of a game an operator ended: no ranking, the reason in the summary.
+fn operator_result(reason: &str) -> GameResult {
+    let summary = if reason.is_empty() {
+        "운영자가 게임을 끝냈어요".to_owned()
+    } else {
+        format!("운영자가 게임을 끝냈어요: {reason}")
+    };
+    GameResult {
+        ranking: Vec::new(),
+        scores: None,
+        summary,
+        reason: engine::ResultReason::Abandoned,
+        details: serde_json::json!({"closedBy": "operator", "reason": reason}),
+    }
+}
+
 /// The largest operator reason kept (characters).
 const MAX_ADMIN_REASON: usize = 200;
 
@@ -1194,13 +1213,7 @@ impl<G: Game> Handler<Close> for RoomActor<G> {
             return Err(RoomOpError::new(409, "busy", "잠시 후 다시 시도해 주세요"));
         }
         if matches!(self.phase, Phase::Playing(_)) {
-            let result = GameResult {
-                ranking: Vec::new(),
-                scores: None,
-                summary: format!("운영자가 게임을 끝냈어요: {reason}"),
-                reason: engine::ResultReason::Abandoned,
-                details: serde_json::json!({"closedBy": "operator", "reason": reason}),
-            };
+            let result = operator_result(&reason);
             let now = self.now();
             self.closing = Some(reason);
             self.finish(ctx, result, now);
