@@ -18,6 +18,17 @@ pub struct Settings {
     pub ws: Ws,
     pub rooms: Rooms,
     pub store: Store,
+    #[serde(default)]
+    pub admin: Admin,
+}
+
+/// Operators' API and console (`/admin`).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Admin {
+    /// Bearer token of the admin API; unset = the admin API and console answer 404.
+    pub token: Option<String>,
+    /// Name written as `who` in audit lines; unset = a fingerprint of the token.
+    pub operator: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]

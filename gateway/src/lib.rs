@@ -7,6 +7,8 @@
 //! - [`config`]: settings (defaults → file → `ROOMD__…` environment).
 //! - [`server`]: shared state and `start`, which binds and serves.
 //! - [`api`]: the HTTP API of `PROTOCOL.md`.
+//! - [`admin`]: the operators' API (`/admin/api/…`) and console (`/admin`).
+//! - [`http_metrics`]: request counts and latencies by route, process and build metrics.
 //! - [`ws`]: one session actor per WebSocket.
 //! - [`protocol`]: parsing of the client's WebSocket messages (fuzzed in `fuzz/`).
 //! - [`replay`]: replays of finished games for their players.
@@ -17,10 +19,12 @@
 //! - [`telemetry`]: logging setup.
 //! - [`web`]: the browser client's files (`static/`), embedded in the binary.
 
+pub mod admin;
 pub mod api;
 pub mod auth;
 pub mod config;
 pub mod error;
+pub mod http_metrics;
 pub mod limits;
 pub mod names;
 pub mod protocol;

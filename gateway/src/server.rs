@@ -3,7 +3,7 @@
 use crate::auth::Auth;
 use crate::config::{Settings, StoreKind};
 use crate::limits::AddrLimits;
-use crate::{api, ws};
+use crate::{admin, api, http_metrics, ws};
 use actix_web::dev::Server;
 use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, App, HttpServer};
@@ -128,6 +128,12 @@ pub struct AppState {
     pub closed_since_trim: AtomicU64,
     /// The embedded node's file store (`store.kind = file`), for readiness.
     pub file_store: Option<FileStore>,
+    /// The operators' API (`admin.rs`).
+    pub admin: admin::Admin,
+    /// HTTP request metrics by route (`http_metrics.rs`).
+    pub http_metrics: http_metrics::HttpMetrics,
+    /// Notified to drain the node as SIGTERM does (the admin API, locally or over the bus).
+    pub drain_request: Arc<tokio::sync::Notify>,
 }
 
 impl AppState {
@@ -154,6 +160,9 @@ impl AppState {
         registry.register(Box::new(sessions.clone()))?;
         registry.register(Box::new(ws_closed_flood.clone()))?;
         registry.register(Box::new(ws_errors.clone()))?;
+        http_metrics::register_process_metrics(&registry)?;
+        let admin = admin::Admin::new(&settings.admin, &registry)?;
+        let http_metrics = http_metrics::HttpMetrics::new(&registry)?;
         let file_store = match (&redis, settings.store.kind) {
             (None, StoreKind::File) => {
                 let dir = std::path::Path::new(&settings.store.path);
@@ -194,6 +203,7 @@ impl AppState {
             )),
             _ => None,
         };
+        let drain_request = cluster.as_ref().map_or_else(Default::default, |c| c.drain_request.clone());
         // Session ids are unique across nodes: a random high half per process.
         let session_base = u64::from(uuid::Uuid::new_v4().as_u128() as u32) << 32;
         Ok(AppState {
@@ -218,6 +228,9 @@ impl AppState {
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
             closed_since_trim: AtomicU64::new(0),
             file_store,
+            admin,
+            http_metrics,
+            drain_request,
         })
     }
 }
@@ -299,12 +312,14 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
         App::new()
+            .wrap(actix_web::middleware::from_fn(http_metrics::track))
             .app_data(app_state.clone())
             .app_data(api::json_config())
             .app_data(api::query_config())
             .wrap(security_headers())
             .configure(api::routes)
             .route("/ws", web::get().to(ws::upgrade))
+            .configure(admin::routes)
     })
     // Signals are ours (`drain`), so a SIGTERM hands rooms over before the server stops.
     .disable_signals()
@@ -335,7 +350,22 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     let server = server.bind(&bind).map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
     let addr =
         server.addrs().first().copied().ok_or_else(|| StartError::Config(format!("no address bound for {bind}")))?;
-    Ok(Running { server: server.run(), addr, state })
+    let server = server.run();
+    let _ = state.admin.addr.set(addr.to_string());
+    admin::spawn_reporter(state.clone());
+    // An operator's drain (`POST /admin/api/nodes/{id}/drain`, here or over the bus) does
+    // what SIGTERM does in `main`: drain, then stop serving.
+    let (drain_state, handle) = (state.clone(), server.handle());
+    actix_web::rt::spawn(async move {
+        drain_state.drain_request.notified().await;
+        if drain_state.draining.load(std::sync::atomic::Ordering::Relaxed) {
+            return;
+        }
+        tracing::info!(node = %drain_state.node_id, "draining at an operator's request");
+        drain(&drain_state).await;
+        handle.stop(true).await;
+    });
+    Ok(Running { server, addr, state })
 }
 
 /// Sockets closed since the last trim before the allocator is asked to give memory back.

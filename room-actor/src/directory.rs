@@ -2,7 +2,8 @@
 //! Each room actor keeps its own entry up to date; the gateway only reads.
 
 use crate::messages::{
-    Act, GetInfo, Handover, LeaveSeat, RemoveSeat, RttSample, Start, Subscribe, TakeSeat, Unsubscribe,
+    Act, Close, GetInfo, Handover, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, Start, Subscribe, TakeSeat,
+    Unsubscribe,
 };
 use actix::prelude::*;
 use engine::PlayerId;
@@ -50,6 +51,9 @@ pub struct RoomInfo {
     /// reconnecting), saved so that they stay gone when the room moves to another node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gone: Vec<PlayerId>,
+    /// Users an operator kicked: they may not sit or watch here again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kicked: Vec<PlayerId>,
 }
 
 /// Everything that talks to a room, without knowing its game type.
@@ -65,6 +69,9 @@ pub struct RoomHandle {
     pub remove_seat: Recipient<RemoveSeat>,
     pub start: Recipient<Start>,
     pub handover: Recipient<Handover>,
+    pub close: Recipient<Close>,
+    pub kick: Recipient<Kick>,
+    pub inspect: Recipient<Inspect>,
 }
 
 struct Entry {

@@ -78,6 +78,11 @@ impl Keys {
         format!("{}:nodes:draining", self.prefix)
     }
 
+    /// What each node last reported for operators (address, rooms, sockets), by node id.
+    pub fn node_stats(&self) -> String {
+        format!("{}:nodes:stats", self.prefix)
+    }
+
     /// A user's finished games, scored by end time.
     pub fn user_games(&self, user: &str) -> String {
         format!("{}:user:{{{user}}}:games", self.prefix)

@@ -131,3 +131,59 @@ pub(crate) struct Wake;
 pub(crate) struct BotWake {
     pub bot: PlayerId,
 }
+
+/// Operators: end the room now (`POST /admin/api/rooms/{id}/close`). A running game ends
+/// with a result whose summary carries `reason` (recorded like any finished game); every
+/// watcher gets `{"t":"error","code":"room_closed"}` with the reason and the room stops.
+/// Answers the room's info as it was closed.
+#[derive(Message)]
+#[rtype(result = "Result<RoomInfo, RoomOpError>")]
+pub struct Close {
+    pub reason: String,
+}
+
+/// Operators: remove `user` from the room (`POST /admin/api/rooms/{id}/kick`). Their
+/// sockets watching the room get `{"t":"error","code":"kicked"}` with the reason and stop
+/// watching; a seat is given up as by `LeaveSeat`. A kicked user may not come back to this
+/// room (neither a seat nor watching) for the room's life; other rooms are unaffected.
+#[derive(Message)]
+#[rtype(result = "Result<RoomInfo, RoomOpError>")]
+pub struct Kick {
+    pub user: PlayerId,
+    pub reason: String,
+}
+
+/// Operators: what a room is doing, without any hidden game state.
+#[derive(Message)]
+#[rtype(result = "AdminView")]
+pub struct Inspect;
+
+/// One applied input as operators see it: when, by whom, and its kind only (the action's
+/// `type`, never its fields, so no card ids or claims).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecentEntry {
+    pub seq: u64,
+    pub at: i64,
+    /// `player:<id>` or `system`.
+    pub actor: String,
+    /// `client:<type>` or `system:<type>`.
+    pub kind: String,
+    pub auto: bool,
+}
+
+/// The answer to [`Inspect`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminView {
+    pub info: RoomInfo,
+    /// Applied inputs of the current game (0 before the start).
+    pub seq: u64,
+    /// Open subscriptions (players and spectators).
+    pub subscribers: usize,
+    /// The last applied inputs, oldest first ([`RECENT_ENTRIES`] at most).
+    pub recent: Vec<RecentEntry>,
+}
+
+/// How many log entries a room keeps for [`Inspect`].
+pub const RECENT_ENTRIES: usize = 20;

@@ -219,6 +219,44 @@ pub struct RoomActor<G: Game> {
     /// [`RESOLVE_MAX`]), and when the stall began.
     resolve_backoff: Duration,
     stalled_since: Option<Instant>,
+    /// Users an operator kicked (they may not sit or watch here again).
+    kicked: Vec<PlayerId>,
+    /// An operator closed the room before its game started: it reports `ended`.
+    closed: bool,
+    /// An operator is closing the running game: once its record is stored the room
+    /// tells its watchers why and stops.
+    closing: Option<String>,
+    /// The last applied inputs, for operators ([`Inspect`]).
+    recent: std::collections::VecDeque<RecentEntry>,
+}
+
+/// The kind of a logged input for operators: `client:<type>` / `system:<type>` from its
+/// JSON (`{"client":{"type":"flip",…}}`), never any other field.
+fn input_kind(input_json: &str) -> String {
+    let value: serde_json::Value = serde_json::from_str(input_json).unwrap_or(serde_json::Value::Null);
+    let Some((side, inner)) = value.as_object().and_then(|o| o.iter().next()) else { return "unknown".to_owned() };
+    let kind = match inner {
+        serde_json::Value::String(s) => s.as_str(),
+        serde_json::Value::Object(o) => o.get("type").and_then(serde_json::Value::as_str).unwrap_or("?"),
+        _ => "?",
+    };
+    // Only short identifier-like kinds are shown (a game that tagged an action with data
+    // would otherwise leak it here).
+    let kind: String = kind.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(32).collect();
+    format!("{side}:{kind}")
+}
+
+fn recent_entry(entry: &LogEntry) -> RecentEntry {
+    RecentEntry {
+        seq: entry.seq,
+        at: entry.at,
+        actor: match &entry.actor {
+            GameActor::Player(p) => format!("player:{p}"),
+            GameActor::Server => "system".to_owned(),
+        },
+        kind: input_kind(&entry.input_json),
+        auto: entry.auto,
+    }
 }
 
 impl<G: Game> RoomActor<G> {
@@ -253,6 +291,10 @@ impl<G: Game> RoomActor<G> {
             stall: None,
             resolve_backoff: RESOLVE_FIRST,
             stalled_since: None,
+            kicked: Vec::new(),
+            closed: false,
+            closing: None,
+            recent: std::collections::VecDeque::new(),
         }
     }
 
@@ -286,6 +328,12 @@ impl<G: Game> RoomActor<G> {
         actor.seats = seats;
         actor.created_at = info.created_at;
         actor.lease = lease;
+        actor.kicked = info.kicked.clone();
+        actor.closed = info.status == RoomStatus::Ended && stored.is_none();
+        if let Some(stored) = &stored {
+            let skip = stored.entries.len().saturating_sub(RECENT_ENTRIES);
+            actor.recent = stored.entries.iter().skip(skip).map(recent_entry).collect();
+        }
         if let Some(stored) = stored {
             let rebuilt = rebuild::<G>(&stored, From::LatestSnapshot)?;
             actor.logged_rtt =
@@ -312,6 +360,9 @@ impl<G: Game> RoomActor<G> {
             }
             actor.phase = match G::result(&run.state) {
                 Some(result) => Phase::Ended(run, result),
+                // Saved as ended although no rule ended it: an operator closed the game
+                // (its record has the reason). It must not come back to life.
+                None if info.status == RoomStatus::Ended => Phase::Ended(run, operator_result("")),
                 None => Phase::Playing(run),
             };
         }
@@ -339,7 +390,10 @@ impl<G: Game> RoomActor<G> {
             leave_seat: addr.clone().recipient(),
             remove_seat: addr.clone().recipient(),
             start: addr.clone().recipient(),
-            handover: addr.recipient(),
+            handover: addr.clone().recipient(),
+            close: addr.clone().recipient(),
+            kick: addr.clone().recipient(),
+            inspect: addr.recipient(),
         };
         directory.insert(info, handle.clone());
         handle
@@ -354,6 +408,7 @@ impl<G: Game> RoomActor<G> {
     fn info(&self) -> RoomInfo {
         let range = G::players_for(&self.options);
         let (status, game_pk) = match &self.phase {
+            Phase::Waiting if self.closed => (RoomStatus::Ended, None),
             Phase::Waiting => (RoomStatus::Waiting, None),
             Phase::Playing(r) => (RoomStatus::Playing, Some(r.game_pk.clone())),
             Phase::Ended(r, _) => (RoomStatus::Ended, Some(r.game_pk.clone())),
@@ -380,6 +435,7 @@ impl<G: Game> RoomActor<G> {
                 gone.sort();
                 gone
             },
+            kicked: self.kicked.clone(),
         }
     }
 
@@ -798,6 +854,10 @@ impl<G: Game> RoomActor<G> {
         if let Some(rtt) = &entry.rtt {
             self.logged_rtt = rtt.clone();
         }
+        if self.recent.len() >= RECENT_ENTRIES {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(recent_entry(&entry));
         self.deps.metrics.applied.inc();
         if self.deps.snapshot_every > 0 && run.seq % self.deps.snapshot_every == 0 {
             let snapshot = serde_json::to_string(&run.state).map(|state_json| Snapshot {
@@ -883,7 +943,10 @@ impl<G: Game> RoomActor<G> {
             }
             act.send_all(|_| text.clone());
             act.publish_info();
-            act.close_if_abandoned(ctx);
+            match act.closing.take() {
+                Some(reason) => act.close_now(ctx, &reason),
+                None => act.close_if_abandoned(ctx),
+            }
         }));
     }
 
@@ -891,13 +954,13 @@ impl<G: Game> RoomActor<G> {
     /// unless someone subscribes meanwhile. In cluster mode the node then releases the
     /// room's lease (it notices the room left the directory).
     fn close_if_abandoned(&mut self, ctx: &mut Context<Self>) {
-        let abandoned = matches!(self.phase, Phase::Ended(..)) && self.subs.is_empty();
+        let abandoned = (self.closed || matches!(self.phase, Phase::Ended(..))) && self.subs.is_empty();
         if !abandoned || self.close_timer.is_some() {
             return;
         }
         self.close_timer = Some(ctx.run_later(self.deps.ended_linger, |act, ctx| {
             act.close_timer = None;
-            if matches!(act.phase, Phase::Ended(..)) && act.subs.is_empty() {
+            if (act.closed || matches!(act.phase, Phase::Ended(..))) && act.subs.is_empty() {
                 info!(room = %act.id, "ended room closed: nobody watching");
                 ctx.stop();
             }
@@ -1033,6 +1096,10 @@ impl<G: Game> Handler<Subscribe> for RoomActor<G> {
     type Result = ();
 
     fn handle(&mut self, msg: Subscribe, ctx: &mut Context<Self>) {
+        if self.kicked.contains(&msg.user) {
+            Self::send(&msg.out, wire::error("kicked", KICKED_REASON, Some(&self.id), None));
+            return;
+        }
         let seated = self.is_seated(&msg.user);
         let viewer = (seated && !matches!(self.phase, Phase::Waiting)).then(|| msg.user.clone());
         let sub = Sub { user: msg.user.clone(), viewer, out: msg.out };
@@ -1122,13 +1189,17 @@ impl<G: Game> Handler<GetInfo> for RoomActor<G> {
 const NOT_WAITING: RoomOpError = RoomOpError::new(409, "already_started", "이미 시작한 방이에요");
 const NOT_HOST: RoomOpError = RoomOpError::new(403, "not_host", "방장만 할 수 있어요");
 const ROOM_FULL: RoomOpError = RoomOpError::new(409, "room_full", "자리가 없어요");
+const KICKED_REASON: &str = "운영자가 이 방에서 내보냈어요. 이 방에는 다시 들어올 수 없어요";
 
 impl<G: Game> Handler<TakeSeat> for RoomActor<G> {
     type Result = Result<RoomInfo, RoomOpError>;
 
     fn handle(&mut self, msg: TakeSeat, _ctx: &mut Context<Self>) -> Self::Result {
-        if !matches!(self.phase, Phase::Waiting) || self.starting {
+        if !matches!(self.phase, Phase::Waiting) || self.starting || self.closed {
             return Err(NOT_WAITING);
+        }
+        if self.kicked.contains(&msg.user) {
+            return Err(RoomOpError::new(403, "kicked", KICKED_REASON));
         }
         let max = G::players_for(&self.options).max;
         if msg.bot {
@@ -1388,5 +1459,144 @@ impl<G: Game> Handler<BotWake> for RoomActor<G> {
             }
             None => self.schedule_bots(ctx),
         }
+    }
+}
+
+impl<G: Game> RoomActor<G> {
+    /// An operator closed the room: every watcher is told why, the room is saved as ended
+    /// (it leaves the open-room set) and the actor stops.
+    fn close_now(&mut self, ctx: &mut Context<Self>, reason: &str) {
+        self.closed = true;
+        self.publish_info();
+        let text: Arc<str> =
+            wire::error("room_closed", &format!("운영자가 방을 닫았어요: {reason}"), Some(&self.id), None).into();
+        self.send_all(|_| text.clone());
+        self.subs.clear();
+        info!(room = %self.id, reason, "room closed by an operator");
+        ctx.stop();
+    }
+}
+
+/// The result of a game an operator ended: no ranking, the reason in the summary.
+fn operator_result(reason: &str) -> GameResult {
+    let summary = if reason.is_empty() {
+        "운영자가 게임을 끝냈어요".to_owned()
+    } else {
+        format!("운영자가 게임을 끝냈어요: {reason}")
+    };
+    GameResult {
+        ranking: Vec::new(),
+        scores: None,
+        summary,
+        reason: engine::ResultReason::Abandoned,
+        details: serde_json::json!({"closedBy": "operator", "reason": reason}),
+    }
+}
+
+/// The largest operator reason kept (characters).
+const MAX_ADMIN_REASON: usize = 200;
+
+fn admin_reason(reason: &str) -> String {
+    let reason: String = reason.trim().chars().filter(|c| !c.is_control()).take(MAX_ADMIN_REASON).collect();
+    if reason.is_empty() {
+        "운영 정책".to_owned()
+    } else {
+        reason
+    }
+}
+
+impl<G: Game> Handler<Close> for RoomActor<G> {
+    type Result = Result<RoomInfo, RoomOpError>;
+
+    fn handle(&mut self, msg: Close, ctx: &mut Context<Self>) -> Self::Result {
+        let reason = admin_reason(&msg.reason);
+        if self.closing.is_some() || self.closed {
+            return Err(RoomOpError::new(409, "already_closed", "이미 닫힌 방이에요"));
+        }
+        if self.starting || self.appending {
+            // The start entry or an input is being stored: a moment later the room is in
+            // a definite state.
+            return Err(RoomOpError::new(409, "busy", "잠시 후 다시 시도해 주세요"));
+        }
+        if matches!(self.phase, Phase::Playing(_)) {
+            let result = operator_result(&reason);
+            let now = self.now();
+            self.closing = Some(reason);
+            self.finish(ctx, result, now);
+        } else {
+            self.close_now(ctx, &reason);
+        }
+        let mut info = self.info();
+        info.status = RoomStatus::Ended;
+        Ok(info)
+    }
+}
+
+impl<G: Game> Handler<Kick> for RoomActor<G> {
+    type Result = Result<RoomInfo, RoomOpError>;
+
+    fn handle(&mut self, msg: Kick, ctx: &mut Context<Self>) -> Self::Result {
+        let reason = admin_reason(&msg.reason);
+        let watching: Vec<SessionId> =
+            self.subs.iter().filter(|(_, sub)| sub.user == msg.user).map(|(session, _)| *session).collect();
+        let seated = self.is_seated(&msg.user) && !self.is_bot(&msg.user);
+        if !seated && watching.is_empty() {
+            return Err(RoomOpError::new(404, "not_in_room", "이 방에 없는 사용자예요"));
+        }
+        if !self.kicked.contains(&msg.user) {
+            self.kicked.push(msg.user.clone());
+        }
+        let text: Arc<str> =
+            wire::error("kicked", &format!("운영자가 이 방에서 내보냈어요: {reason}"), Some(&self.id), None).into();
+        for session in watching {
+            if let Some(sub) = self.subs.remove(&session) {
+                sub.out.do_send(ToClient { text: text.clone(), close: false });
+                if self.left(sub.user) {
+                    self.rearm(ctx);
+                }
+            }
+        }
+        info!(room = %self.id, user = %msg.user, reason, "user kicked by an operator");
+        if seated
+            && (matches!(self.phase, Phase::Playing(_)) || (matches!(self.phase, Phase::Waiting) && !self.starting))
+        {
+            // The seat goes exactly as if they had left (a forfeit or a spent grace in a
+            // running game); that also saves the info with the kicked list.
+            let left = <Self as Handler<LeaveSeat>>::handle(self, LeaveSeat { user: msg.user }, ctx);
+            return left.or_else(|_| Ok(self.info()));
+        }
+        self.publish_info();
+        Ok(self.info())
+    }
+}
+
+impl<G: Game> Handler<Inspect> for RoomActor<G> {
+    type Result = MessageResult<Inspect>;
+
+    fn handle(&mut self, _msg: Inspect, _ctx: &mut Context<Self>) -> Self::Result {
+        let seq = match &self.phase {
+            Phase::Waiting => 0,
+            Phase::Playing(run) | Phase::Ended(run, _) => run.seq,
+        };
+        MessageResult(AdminView {
+            info: self.info(),
+            seq,
+            subscribers: self.subs.len(),
+            recent: self.recent.iter().cloned().collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod admin_tests {
+    use super::*;
+
+    #[test]
+    fn input_kinds_name_the_action_type_and_nothing_else() {
+        assert_eq!(input_kind(r#"{"client":{"type":"offer","cardId":17,"claim":"rat"}}"#), "client:offer");
+        assert_eq!(input_kind(r#"{"system":"timeout"}"#), "system:timeout");
+        assert_eq!(input_kind(r#"{"system":{"type":"tick","hand":[1,2]}}"#), "system:tick");
+        assert_eq!(input_kind(r#"{"client":{"type":"a\"b{c}"}}"#), "client:abc");
+        assert_eq!(input_kind("garbage"), "unknown");
     }
 }

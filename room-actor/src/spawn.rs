@@ -76,6 +76,7 @@ impl GameVisitor for DescribeVisitor<'_> {
             max_players: range.max,
             created_at: self.now,
             gone: Vec::new(),
+            kicked: Vec::new(),
         })
     }
 }

@@ -140,6 +140,7 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
         max_players: 8,
         created_at: 5,
         gone: Vec::new(),
+        kicked: Vec::new(),
     }
 }
 

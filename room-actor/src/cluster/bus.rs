@@ -34,6 +34,17 @@ pub enum RoomCmd {
     LeaveSeat { req: u64, user: String },
     Start { req: u64, user: String },
     RemoveSeat { req: u64, by: String, user: String },
+    // Operators' verbs.
+    Close { req: u64, reason: String },
+    Kick { req: u64, user: String, reason: String },
+    Inspect { req: u64 },
+}
+
+/// A command for a node itself (operators), not for one of its rooms.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum NodeCmd {
+    /// Drain exactly as on SIGTERM; `by` is the operator's fingerprint for the audit log.
+    Drain { req: u64, by: String },
 }
 
 /// A room-level refusal carried back to the asking node.
@@ -55,6 +66,10 @@ pub enum Reply {
     Start(Result<String, OpError>),
     /// The room is not on the asked node (moved, or unknown): look it up again.
     NotHere,
+    /// An operator's verb: its JSON answer, or why not.
+    Admin(Result<String, OpError>),
+    /// A node command was accepted.
+    Accepted,
 }
 
 /// One message for one session on the receiving node.
@@ -71,6 +86,7 @@ pub enum Envelope {
     Room { room: String, from: String, cmd: RoomCmd },
     Sessions { items: Vec<SessionText> },
     Reply { req: u64, reply: Reply },
+    Node { from: String, cmd: NodeCmd },
 }
 
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
@@ -242,13 +258,24 @@ mod tests {
             })),
         };
         assert_eq!(accept_frame(&encode_frame(&reply, SystemTime::now()).unwrap(), &m), Some(reply));
-        assert_eq!(m.bus_lag.get_sample_count(), 2);
+        for env in [
+            Envelope::Room {
+                room: "r".into(),
+                from: "n1".into(),
+                cmd: RoomCmd::Kick { req: 2, user: "u".into(), reason: "욕설".into() },
+            },
+            Envelope::Node { from: "n1".into(), cmd: NodeCmd::Drain { req: 3, by: "token:ab12".into() } },
+            Envelope::Reply { req: 3, reply: Reply::Admin(Ok("{}".into())) },
+        ] {
+            assert_eq!(accept_frame(&encode_frame(&env, SystemTime::now()).unwrap(), &m), Some(env));
+        }
+        assert_eq!(m.bus_lag.get_sample_count(), 5);
         assert_eq!(m.bus_dropped.get(), 0);
         assert_eq!(accept_frame(b"\x01\xff\xff\xff\xff\xff\xff\xff\xff\x00garbage", &m), None);
         assert_eq!(accept_frame(b"\x01\x00", &m), None);
         assert_eq!(accept_frame(&[], &m), None);
         assert_eq!(m.bus_dropped.get(), 3);
-        assert_eq!(m.bus_lag.get_sample_count(), 2);
+        assert_eq!(m.bus_lag.get_sample_count(), 5);
     }
 
     #[test]

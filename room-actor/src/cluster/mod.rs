@@ -1,12 +1,13 @@
 //! Cluster building blocks on Redis: who is alive ([`membership`]), where a room belongs
 //! ([`placement`]), who may write a room's log ([`lease`]), how nodes talk ([`bus`],
-//! [`outbox`]), and the node that ties them together ([`node`]).
+//! [`outbox`]), and the node that ties them together ([`node`]); operators' reads ([`ops`]).
 
 pub mod bus;
 pub mod failover;
 pub mod lease;
 pub mod membership;
 pub mod node;
+pub mod ops;
 pub mod outbox;
 pub mod placement;
 pub mod quota;

@@ -2,7 +2,7 @@
 //! activation of rooms it should own, and the bus loop that connects gateways on other
 //! nodes to the rooms here (and rooms here to sessions there).
 
-use crate::cluster::bus::{self, Envelope, OpError, Publisher, Reply, RoomCmd};
+use crate::cluster::bus::{self, Envelope, NodeCmd, OpError, Publisher, Reply, RoomCmd};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
@@ -13,8 +13,8 @@ use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
 use crate::messages::{
-    Act, GetInfo, LeaveSeat, RemoveSeat, RoomOpError, RttSample, SessionId, Start, Subscribe, TakeSeat, ToClient,
-    Unsubscribe,
+    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RoomOpError, RttSample, SessionId, Start, Subscribe,
+    TakeSeat, ToClient, Unsubscribe,
 };
 use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
@@ -100,6 +100,9 @@ pub struct ClusterNode {
     rescan: tokio::sync::Notify,
     /// The first failover scan (which also takes back this node id's old leases) is done.
     scanned_once: AtomicBool,
+    /// Notified when an operator asks (over the bus) for this node to drain; the gateway
+    /// then drains exactly as on SIGTERM.
+    pub drain_request: Arc<tokio::sync::Notify>,
 }
 
 struct Restore {
@@ -151,6 +154,7 @@ impl ClusterNode {
             dead_since: Mutex::new(HashMap::new()),
             rescan: tokio::sync::Notify::new(),
             scanned_once: AtomicBool::new(false),
+            drain_request: Arc::new(tokio::sync::Notify::new()),
         })
     }
 
@@ -359,6 +363,25 @@ impl ClusterNode {
         reply.unwrap_or(Reply::NotHere)
     }
 
+    /// Sends a node command to `node` and waits for its reply (`NotHere` when it cannot
+    /// be reached or does not answer in time).
+    pub async fn request_node(&self, node: &str, make: impl FnOnce(u64) -> NodeCmd) -> Reply {
+        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.insert(req, tx);
+        }
+        let envelope = Envelope::Node { from: self.id().to_owned(), cmd: make(req) };
+        let reply = match self.publisher.send(node, &envelope).await {
+            Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
+            Err(_) => None,
+        };
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(&req);
+        }
+        reply.unwrap_or(Reply::NotHere)
+    }
+
     /// Sends a command that needs no reply.
     pub async fn tell(&self, node: &str, room: &str, cmd: RoomCmd) -> Result<(), StoreError> {
         self.publisher.send(node, &Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd }).await
@@ -388,6 +411,11 @@ impl ClusterNode {
                 }
             }
             Envelope::Room { room, from, cmd } => self.on_room_cmd(&room, &from, cmd).await,
+            Envelope::Node { from, cmd: NodeCmd::Drain { req, by } } => {
+                info!(node = self.id(), from = %from, by = %by, "drain requested by an operator");
+                self.drain_request.notify_one();
+                self.reply(&from, req, Reply::Accepted).await;
+            }
         }
     }
 
@@ -404,6 +432,9 @@ impl ClusterNode {
                 | RoomCmd::LeaveSeat { req, .. }
                 | RoomCmd::RemoveSeat { req, .. }
                 | RoomCmd::Start { req, .. } => {
+                | RoomCmd::Close { req, .. }
+                | RoomCmd::Kick { req, .. }
+                | RoomCmd::Inspect { req } => {
                     self.reply(from, req, Reply::NotHere).await;
                 }
                 RoomCmd::Act { session, cs, .. } => {
@@ -496,6 +527,27 @@ impl ClusterNode {
             RoomCmd::Start { req, user } => {
                 let reply = match handle.start.send(Start { user: PlayerId::from(user) }).await {
                     Ok(r) => Reply::Start(r.map_err(op_error)),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Close { req, reason } => {
+                let reply = match handle.close.send(Close { reason }).await {
+                    Ok(r) => Reply::Admin(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Kick { req, user, reason } => {
+                let reply = match handle.kick.send(Kick { user: PlayerId::from(user), reason }).await {
+                    Ok(r) => Reply::Admin(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Inspect { req } => {
+                let reply = match handle.inspect.send(Inspect).await {
+                    Ok(view) => Reply::Admin(Ok(serde_json::to_string(&view).unwrap_or_default())),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;

@@ -1,0 +1,193 @@
+// Browser test of the operator console (/admin): headless Chromium (playwright-core)
+// against a real embedded roomd. An operator kicks a player and closes a running room
+// through the console (each behind its confirmation), and sees the result there and on
+// the players' own pages. Usage: node admin.mjs /path/to/roomd
+import { chromium } from 'playwright-core';
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
+import assert from 'node:assert/strict';
+
+const ROOMD = process.argv[2];
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const SHOTS = path.join(path.dirname(new URL(import.meta.url).pathname), 'screenshots');
+const ADMIN = 'e2e-operator-token-7f3a';
+mkdirSync(SHOTS, { recursive: true });
+
+function startRoomd() {
+  const env = { ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
+    ROOMD__ADMIN__TOKEN: ADMIN };
+  delete env.ROOMD__REDIS__URL;
+  const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let log = '';
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`roomd did not print its address in 20 s:\n${log}`)), 20000);
+    const onData = (buf) => {
+      log += buf.toString();
+      const m = log.match(/roomd listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) { clearTimeout(timer); resolve({ child, base: m[1], log: () => log }); }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`roomd exited (${code}) before listening:\n${log}`)); });
+  });
+}
+
+let browser;
+let base;
+const contexts = [];
+
+async function newPage(viewport = { width: 390, height: 844 }) {
+  const ctx = await browser.newContext({ viewport, locale: 'ko-KR' });
+  contexts.push(ctx);
+  const page = await ctx.newPage();
+  page.setDefaultTimeout(15000);
+  page.errors = [];
+  page.on('pageerror', (e) => page.errors.push(String(e)));
+  return page;
+}
+
+async function login(page, name) {
+  await page.goto(base + '/');
+  await page.fill('#name', name);
+  await page.click('#login');
+  await page.waitForSelector('#create');
+  return page.evaluate(() => JSON.parse(localStorage.getItem('roomd.session')).userId);
+}
+
+async function toastShows(page, text) {
+  await page.waitForFunction((t) => document.querySelector('#toast')?.textContent.includes(t), text);
+}
+
+async function operatorKicksAndCloses() {
+  const host = await newPage();
+  const guest = await newPage();
+  await login(host, '방장');
+  const guestId = await login(guest, '손님');
+  await host.selectOption('#game', 'tally');
+  await host.selectOption('select[data-key="target"]', JSON.stringify(100));
+  await host.click('#create');
+  await host.waitForSelector('#seats');
+  const room = await host.evaluate(() => window.__roomd.screen.room);
+  await guest.goto(`${base}/#/room/${room}`);
+  await guest.click('#sit');
+  await host.waitForFunction(() => document.querySelectorAll('#seats li').length === 2);
+
+  // The console: token, then the room in the list with its owner node and players.
+  const ops = await newPage({ width: 1280, height: 900 });
+  await ops.goto(base + '/admin');
+  await ops.fill('#token', ADMIN);
+  await ops.click('#token-save');
+  await ops.waitForSelector('#nodes tbody tr');
+  const row = ops.locator(`#rooms tbody tr[data-room="${room}"]`);
+  await row.waitFor();
+  assert.match(await row.locator('.r-players').textContent(), /^2 /);
+  await row.click();
+  await ops.waitForSelector(`#d-seats button.kick[data-user="${guestId}"]`);
+
+  // Kick the guest, with a reason, behind a confirmation: cancelling first changes nothing.
+  await ops.fill('#d-reason', '욕설 신고');
+  await ops.click(`#d-seats button.kick[data-user="${guestId}"]`);
+  await ops.click('#confirm-no');
+  await new Promise((r) => setTimeout(r, 500));
+  assert.equal(await host.locator('#seats li').count(), 2, 'cancelled kick changed the room');
+  await ops.click(`#d-seats button.kick[data-user="${guestId}"]`);
+  await ops.screenshot({ path: path.join(SHOTS, 'admin-01-confirm-kick.png') });
+  await ops.click('#confirm-yes');
+  await toastShows(guest, '욕설 신고');
+  await host.waitForFunction(() => document.querySelectorAll('#seats li').length === 1);
+  await ops.waitForFunction((u) => !document.querySelector(`#d-seats button.kick[data-user="${u}"]`), guestId);
+  await ops.waitForFunction((u) => document.querySelector('#d-info').textContent.includes(u), guestId);
+  await ops.waitForFunction(() => document.querySelector('#status').textContent.includes('내보냈어요'));
+  // The guest cannot come back to this room.
+  await guest.goto(`${base}/#/`);
+  await guest.waitForSelector('#create');
+  const back = await guest.evaluate(async (r) => {
+    const s = JSON.parse(localStorage.getItem('roomd.session'));
+    const res = await fetch(`/api/rooms/${r}/seats`, { method: 'POST', headers: { Authorization: `Bearer ${s.token}`, 'Content-Type': 'application/json' }, body: '{}' });
+    return [res.status, (await res.json()).code];
+  }, room);
+  assert.deepEqual(back, [403, 'kicked']);
+
+  // The host plays alone; the console's live refresh shows the game and its seq.
+  await host.click('#start');
+  await host.waitForSelector('#bump');
+  await host.click('#bump');
+  await host.waitForFunction(() => document.querySelector('#count')?.textContent === '1');
+  await ops.waitForFunction(() => document.querySelector('#d-info')?.dataset.status === 'playing');
+  await ops.waitForFunction((r) => document.querySelector(`#rooms tbody tr[data-room="${r}"] .r-seq`)?.textContent === '1', room);
+  await ops.waitForFunction(() => document.querySelector('#d-recent').textContent.includes('client:bump'));
+  await ops.screenshot({ path: path.join(SHOTS, 'admin-02-room-detail.png') });
+
+  // Close the running room: the host sees the game end with the reason.
+  await ops.fill('#d-reason', '서버 점검');
+  await ops.click('#d-close');
+  await ops.click('#confirm-yes');
+  await host.waitForSelector('#result');
+  await toastShows(host, '서버 점검');
+  assert.match(await host.locator('#result').textContent(), /서버 점검/);
+  await host.screenshot({ path: path.join(SHOTS, 'admin-03-player-after-close.png') });
+  await ops.waitForFunction((r) => !document.querySelector(`#rooms tbody tr[data-room="${r}"]`), room);
+  await ops.waitForFunction(() => document.querySelector('#detail').hidden);
+  await ops.screenshot({ path: path.join(SHOTS, 'admin-04-console-after-close.png') });
+  for (const p of [host, guest, ops]) assert.deepEqual(p.errors, [], 'page errors');
+}
+
+async function wrongTokenIsRefused() {
+  const ops = await newPage({ width: 1280, height: 900 });
+  await ops.goto(base + '/admin');
+  await ops.fill('#token', 'not-the-token');
+  await ops.click('#token-save');
+  await ops.waitForSelector('#login:not([hidden])');
+  assert.ok(await ops.locator('#console').isHidden());
+}
+
+const TESTS = [
+  ['admin console: an operator kicks a player and closes a running room', operatorKicksAndCloses],
+  ['admin console: a wrong token gets nothing', wrongTokenIsRefused],
+];
+
+let failed = 0;
+let roomd;
+const t0 = Date.now();
+try {
+  roomd = await startRoomd();
+  base = roomd.base;
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  for (const [name, fn] of TESTS) {
+    const t = Date.now();
+    try {
+      await fn();
+      console.log(`  ok   ${name} (${((Date.now() - t) / 1000).toFixed(1)} s)`);
+    } catch (e) {
+      failed++;
+      console.log(`  FAIL ${name} (${((Date.now() - t) / 1000).toFixed(1)} s)\n       ${e.stack || e}`);
+      let i = 0;
+      for (const c of contexts) for (const p of c.pages()) {
+        await p.screenshot({ path: path.join(SHOTS, `FAIL-admin-${i++}.png`) }).catch(() => {});
+        if (p.errors?.length) console.log(`       page errors: ${p.errors.join(' | ')}`);
+      }
+    }
+  }
+} catch (e) {
+  failed++;
+  console.log(`e2e admin: could not run: ${e.stack || e}`);
+} finally {
+  for (const c of contexts) await c.close().catch(() => {});
+  await browser?.close().catch(() => {});
+  if (roomd && roomd.child.exitCode === null) {
+    const gone = new Promise((r) => roomd.child.once('exit', r));
+    roomd.child.kill('SIGTERM');
+    const t = setTimeout(() => roomd.child.kill('SIGKILL'), 3000);
+    await gone;
+    clearTimeout(t);
+  }
+}
+console.log(`e2e admin: ${TESTS.length - failed}/${TESTS.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+if (failed && roomd) console.log('--- roomd log (tail) ---\n' + roomd.log().split('\n').slice(-30).join('\n'));
+process.exit(failed ? 1 : 0);

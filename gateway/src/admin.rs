@@ -1,0 +1,552 @@
+//! The operators' API (`/admin/api/…`) and console (`/admin`), on the same port as the
+//! player API but behind their own bearer token (`ROOMD__ADMIN__TOKEN`; unset = every
+//! admin path answers 404, as if it did not exist). A player's token is never accepted.
+//!
+//! Reads work in both modes: embedded from this node's directory, cluster-wide from Redis
+//! in a fixed number of round trips per page (`room_actor::cluster::ops`). Verbs travel to
+//! the room wherever it lives, exactly like the player verbs (`Close`, `Kick`, `Inspect`
+//! messages locally; `RoomCmd::Close/Kick/Inspect` over the bus), and a node drain goes
+//! to its node as `NodeCmd::Drain`, which drains exactly as SIGTERM does.
+//!
+//! Every verb writes one audit line (`target: "audit"`: who, action, target, outcome) and
+//! counts `roomd_admin_actions_total{action,outcome}`.
+
+use crate::error::ApiError;
+use crate::server::AppState;
+use actix_web::dev::Payload;
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use engine::PlayerId;
+use prometheus::{IntCounterVec, Opts, Registry};
+use room_actor::cluster::bus::{NodeCmd, OpError, Reply, RoomCmd};
+use room_actor::cluster::node::Owner;
+use room_actor::cluster::ops::{self, RoomFilter};
+use room_actor::messages::{AdminView, Close, Inspect, Kick};
+use room_actor::{RoomHandle, RoomInfo};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::future::{ready, Ready};
+use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
+use subtle::ConstantTimeEq;
+use tracing::info;
+
+/// Rows per page when the caller does not say, and the most it may ask for.
+const DEFAULT_LIMIT: usize = 50;
+const MAX_LIMIT: usize = 200;
+
+/// Admin state kept by the node.
+pub struct Admin {
+    /// SHA-256 of the configured token (compared in constant time); `None` = API off.
+    token_digest: Option<[u8; 32]>,
+    /// `who` in audit lines.
+    who: String,
+    pub actions: IntCounterVec,
+    pub denied: prometheus::IntCounter,
+    /// The address this node serves on (set once bound).
+    pub addr: OnceLock<String>,
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    Sha256::digest(bytes).into()
+}
+
+/// A short, non-reversible name for a token in logs: 12 hex digits of its SHA-256.
+pub fn fingerprint(token: &str) -> String {
+    digest(token.as_bytes()).iter().take(6).map(|b| format!("{b:02x}")).collect()
+}
+
+impl Admin {
+    pub fn new(settings: &crate::config::Admin, registry: &Registry) -> Result<Admin, prometheus::Error> {
+        let token = settings.token.as_deref().filter(|t| !t.is_empty());
+        let who = match (&settings.operator, token) {
+            (Some(name), _) if !name.trim().is_empty() => name.trim().to_owned(),
+            (_, Some(t)) => format!("token:{}", fingerprint(t)),
+            _ => "nobody".to_owned(),
+        };
+        let actions = IntCounterVec::new(
+            Opts::new("roomd_admin_actions_total", "operator actions through the admin API, by action and outcome"),
+            &["action", "outcome"],
+        )?;
+        let denied = prometheus::IntCounter::new(
+            "roomd_admin_auth_failures_total",
+            "admin API requests refused for a missing or wrong token",
+        )?;
+        registry.register(Box::new(actions.clone()))?;
+        registry.register(Box::new(denied.clone()))?;
+        Ok(Admin { token_digest: token.map(|t| digest(t.as_bytes())), who, actions, denied, addr: OnceLock::new() })
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.token_digest.is_some()
+    }
+
+    /// Whether `presented` is the admin token. Both sides are hashed first, so the
+    /// comparison takes the same time whatever the presented token's length or content.
+    fn accepts(&self, presented: &str) -> bool {
+        let Some(expected) = &self.token_digest else { return false };
+        bool::from(digest(presented.as_bytes()).ct_eq(expected))
+    }
+
+    /// One audit line and one count per operator action.
+    fn audit(&self, action: &'static str, target: &str, outcome: &str, detail: &str) {
+        self.actions.with_label_values(&[action, outcome]).inc();
+        // `subject`, not `target`: JSON logs already use `target` for the log target (`audit`).
+        info!(target: "audit", audit = true, who = %self.who, action, subject = %target, outcome, detail, "admin action");
+    }
+}
+
+/// An authenticated operator (the extractor refuses everyone else).
+pub struct Operator;
+
+impl FromRequest for Operator {
+    type Error = ApiError;
+    type Future = Ready<Result<Operator, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let Some(state) = req.app_data::<web::Data<AppState>>() else {
+            return ready(Err(ApiError::unavailable()));
+        };
+        if !state.admin.enabled() {
+            return ready(Err(not_found()));
+        }
+        let token = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|h| h.to_str().ok())
+            .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+            .map(str::trim);
+        match token {
+            Some(t) if state.admin.accepts(t) => ready(Ok(Operator)),
+            _ => {
+                state.admin.denied.inc();
+                tracing::warn!(target: "audit", path = req.path(), "admin API request refused: missing or wrong token");
+                ready(Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "운영자 토큰이 필요해요")))
+            }
+        }
+    }
+}
+
+fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "없는 주소예요")
+}
+
+/// `/admin` (console) and `/admin/api/…`.
+pub fn routes(cfg: &mut web::ServiceConfig) {
+    cfg.route("/admin", web::get().to(console))
+        .route("/admin/", web::get().to(console))
+        .service(
+            web::scope("/admin/api")
+                .route("/nodes", web::get().to(nodes))
+                .route("/nodes/{node}/drain", web::post().to(drain))
+                .route("/rooms", web::get().to(rooms))
+                .route("/rooms/{room}", web::get().to(room))
+                .route("/rooms/{room}/close", web::post().to(close))
+                .route("/rooms/{room}/kick", web::post().to(kick)),
+        )
+        .route("/admin/{file}", web::get().to(asset));
+}
+
+/// The console's files (`gateway/static/admin/`), embedded in the binary.
+const CONSOLE: &[(&str, &str, &str)] = &[
+    ("console.js", "text/javascript; charset=utf-8", include_str!("../static/admin/console.js")),
+    ("console.css", "text/css; charset=utf-8", include_str!("../static/admin/console.css")),
+];
+
+async fn console(state: web::Data<AppState>) -> HttpResponse {
+    if !state.admin.enabled() {
+        return actix_web::ResponseError::error_response(&not_found());
+    }
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header((header::CACHE_CONTROL, "no-cache"))
+        .body(include_str!("../static/admin/index.html"))
+}
+
+async fn asset(state: web::Data<AppState>, path: web::Path<String>) -> HttpResponse {
+    match CONSOLE.iter().find(|(name, _, _)| *name == path.as_str()) {
+        Some((_, content_type, body)) if state.admin.enabled() => HttpResponse::Ok()
+            .content_type(*content_type)
+            .insert_header((header::CACHE_CONTROL, "no-cache"))
+            .body(*body),
+        _ => actix_web::ResponseError::error_response(&not_found()),
+    }
+}
+
+fn now_ms(state: &AppState) -> i64 {
+    state.room_deps.clock.now_ms()
+}
+
+/// This node's own report (also what it publishes for the others in cluster mode).
+pub fn self_stats(state: &AppState) -> Value {
+    json!({
+        "address": state.admin.addr.get(),
+        "rooms": state.directory.len(),
+        "sockets": state.live_sessions.lock().map(|l| l.len()).unwrap_or(0),
+        "version": env!("CARGO_PKG_VERSION"),
+        "at": now_ms(state),
+    })
+}
+
+/// Cluster mode: publishes this node's stats every heartbeat for `GET /admin/api/nodes`.
+pub fn spawn_reporter(state: web::Data<AppState>) {
+    let Some(cluster) = state.cluster.clone() else { return };
+    let every = std::time::Duration::from_millis(state.settings.cluster.heartbeat_ms.max(100));
+    actix_web::rt::spawn(async move {
+        loop {
+            let stats = self_stats(&state);
+            let conn = cluster.store.connection();
+            if let Err(e) = ops::report(&conn, cluster.store.keys(), cluster.id(), &stats).await {
+                tracing::debug!(error = %e, "node stats not reported");
+            }
+            tokio::time::sleep(every).await;
+        }
+    });
+}
+
+async fn nodes(state: web::Data<AppState>, _op: Operator) -> Result<HttpResponse, ApiError> {
+    let Some(cluster) = &state.cluster else {
+        let stats = self_stats(&state);
+        return Ok(HttpResponse::Ok().json(json!({"nodes": [{
+            "id": state.node_id,
+            "address": stats["address"],
+            "draining": state.draining.load(Ordering::Relaxed),
+            "rooms": stats["rooms"],
+            "sockets": stats["sockets"],
+            "lastHeartbeat": now_ms(&state),
+            "self": true,
+        }]})));
+    };
+    let ttl = (state.settings.cluster.heartbeat_ms * 3) as i64;
+    let conn = cluster.store.connection();
+    let rows =
+        ops::nodes(&conn, cluster.store.keys(), now_ms(&state), ttl).await.map_err(|_| ApiError::unavailable())?;
+    let nodes: Vec<Value> = rows
+        .into_iter()
+        .map(|n| {
+            // This node answers for itself with live numbers, the others with their report.
+            let stats = if n.id == state.node_id { Some(self_stats(&state)) } else { n.stats };
+            let stat = |k: &str| stats.as_ref().map(|s| s[k].clone()).unwrap_or(Value::Null);
+            json!({
+                "id": n.id,
+                "address": stat("address"),
+                "draining": n.draining,
+                "rooms": stat("rooms"),
+                "sockets": stat("sockets"),
+                "lastHeartbeat": n.last_heartbeat_ms,
+                "self": n.id == state.node_id,
+            })
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(json!({ "nodes": nodes })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RoomsQuery {
+    cursor: Option<String>,
+    limit: Option<usize>,
+    game: Option<String>,
+    node: Option<String>,
+}
+
+fn row(info: &RoomInfo, owner: Option<&str>, seq: Option<u64>, now: i64) -> Value {
+    json!({
+        "roomId": info.room_id,
+        "game": info.game,
+        "status": info.status,
+        "node": owner,
+        "host": info.host,
+        "players": info.seats.len(),
+        "humans": info.seats.iter().filter(|s| !s.bot).count(),
+        "seats": info.seats,
+        "seq": seq,
+        "gamePk": info.game_pk,
+        "createdAt": info.created_at,
+        "ageMs": (now - info.created_at).max(0),
+    })
+}
+
+async fn rooms(state: web::Data<AppState>, _op: Operator, q: web::Query<RoomsQuery>) -> Result<HttpResponse, ApiError> {
+    let q = q.into_inner();
+    let limit = q.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let nonempty = |s: Option<String>| s.filter(|s| !s.is_empty());
+    let filter = RoomFilter { game: nonempty(q.game), node: nonempty(q.node) };
+    let cursor = nonempty(q.cursor);
+    let now = now_ms(&state);
+    if let Some(cluster) = &state.cluster {
+        let conn = cluster.store.connection();
+        let (rows, next) = ops::rooms_page(&conn, cluster.store.keys(), cursor.as_deref(), limit, &filter)
+            .await
+            .map_err(|_| ApiError::unavailable())?;
+        let rooms: Vec<Value> = rows.iter().map(|r| row(&r.info, r.owner.as_deref(), r.seq, now)).collect();
+        return Ok(HttpResponse::Ok().json(json!({"rooms": rooms, "next": next})));
+    }
+    // Embedded: this node's rooms in id order after the cursor.
+    let mut infos: Vec<RoomInfo> = state
+        .directory
+        .list(filter.game.as_deref(), None)
+        .into_iter()
+        .filter(|i| i.status != room_actor::RoomStatus::Ended)
+        .filter(|_| filter.node.as_ref().is_none_or(|n| n == &state.node_id))
+        .filter(|i| cursor.as_ref().is_none_or(|c| i.room_id.as_str() > c.as_str()))
+        .collect();
+    infos.sort_by(|a, b| a.room_id.cmp(&b.room_id));
+    let more = infos.len() > limit;
+    infos.truncate(limit);
+    let views = futures_util::future::join_all(infos.iter().map(|i| {
+        let handle = state.directory.handle(&i.room_id);
+        async move {
+            match handle {
+                Some(h) => h.inspect.send(Inspect).await.ok().map(|v| v.seq),
+                None => None,
+            }
+        }
+    }))
+    .await;
+    let rooms: Vec<Value> = infos
+        .iter()
+        .zip(views)
+        .map(|(i, seq)| row(i, Some(&state.node_id), seq.filter(|_| i.game_pk.is_some()), now))
+        .collect();
+    let next = if more { infos.last().map(|i| i.room_id.clone()) } else { None };
+    Ok(HttpResponse::Ok().json(json!({"rooms": rooms, "next": next})))
+}
+
+/// Where a room is, for operators' verbs.
+enum Place {
+    Local(RoomHandle),
+    Remote(String),
+    Stored(RoomInfo),
+}
+
+async fn locate(state: &AppState, room: &str) -> Result<Place, ApiError> {
+    let Some(cluster) = &state.cluster else {
+        return state.directory.handle(room).map(Place::Local).ok_or_else(ApiError::unknown_room);
+    };
+    match cluster.locate(room).await.map_err(|_| ApiError::unavailable())? {
+        Owner::Here(handle) => Ok(Place::Local(handle)),
+        Owner::There(node) => Ok(Place::Remote(node)),
+        Owner::Unknown => state
+            .store
+            .room(room)
+            .await
+            .map_err(|_| ApiError::unavailable())?
+            .map(Place::Stored)
+            .ok_or_else(ApiError::unknown_room),
+    }
+}
+
+fn op_error(e: OpError) -> ApiError {
+    ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), &e.code, e.reason)
+}
+
+/// A verb's answer from another node.
+fn remote_answer(reply: Reply) -> Result<Value, ApiError> {
+    match reply {
+        Reply::Admin(Ok(json)) => serde_json::from_str(&json).map_err(|_| ApiError::unavailable()),
+        Reply::Admin(Err(e)) => Err(op_error(e)),
+        _ => Err(ApiError::unavailable()),
+    }
+}
+
+async fn room(state: web::Data<AppState>, _op: Operator, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let (view, owner): (Value, Option<String>) = match locate(&state, &path).await? {
+        Place::Local(handle) => {
+            let view: AdminView = handle.inspect.send(Inspect).await?;
+            (serde_json::to_value(view).unwrap_or_default(), Some(state.node_id.clone()))
+        }
+        Place::Remote(node) => {
+            let cluster = state.cluster.as_ref().ok_or_else(ApiError::unavailable)?;
+            let reply = cluster.request(&node, &path, |req| RoomCmd::Inspect { req }).await;
+            (remote_answer(reply)?, Some(node))
+        }
+        Place::Stored(info) => (json!({"info": info, "seq": null, "subscribers": 0, "recent": []}), None),
+    };
+    let mut view = view;
+    if let Some(obj) = view.as_object_mut() {
+        obj.insert("node".into(), json!(owner));
+        obj.insert("active".into(), json!(owner.is_some()));
+    }
+    Ok(HttpResponse::Ok().json(view))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct CloseBody {
+    #[serde(default)]
+    reason: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KickBody {
+    user: String,
+    #[serde(default)]
+    reason: String,
+}
+
+/// A JSON body where an empty one means the defaults.
+fn body_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request("bad_json", format!("요청 형식이 올바르지 않아요 ({e})")))
+}
+
+/// Runs a room verb wherever the room is and audits it.
+async fn room_verb(
+    state: &AppState,
+    action: &'static str,
+    room: &str,
+    detail: &str,
+    local: impl FnOnce(
+        RoomHandle,
+    ) -> futures_util::future::BoxFuture<
+        'static,
+        Result<Result<RoomInfo, room_actor::messages::RoomOpError>, actix::MailboxError>,
+    >,
+    remote: impl FnOnce(u64) -> RoomCmd,
+) -> Result<HttpResponse, ApiError> {
+    let outcome: Result<Value, ApiError> = async {
+        match locate(state, room).await? {
+            Place::Local(handle) => {
+                let info = local(handle).await??;
+                Ok(serde_json::to_value(info).unwrap_or_default())
+            }
+            Place::Remote(node) => {
+                let cluster = state.cluster.as_ref().ok_or_else(ApiError::unavailable)?;
+                remote_answer(cluster.request(&node, room, remote).await)
+            }
+            Place::Stored(_) => Err(ApiError::unavailable()),
+        }
+    }
+    .await;
+    match outcome {
+        Ok(info) => {
+            state.admin.audit(action, room, "ok", detail);
+            Ok(HttpResponse::Ok().json(json!({"ok": true, "room": info})))
+        }
+        Err(e) => {
+            state.admin.audit(action, room, &e.code, detail);
+            Err(e)
+        }
+    }
+}
+
+async fn close(
+    state: web::Data<AppState>,
+    _op: Operator,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let body: CloseBody = body_or_default(&body)?;
+    let reason = body.reason;
+    let detail = format!("reason={reason}");
+    let local_reason = reason.clone();
+    room_verb(
+        &state,
+        "close",
+        &path,
+        &detail,
+        move |h| Box::pin(async move { h.close.send(Close { reason: local_reason }).await }),
+        move |req| RoomCmd::Close { req, reason },
+    )
+    .await
+}
+
+async fn kick(
+    state: web::Data<AppState>,
+    _op: Operator,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let body: KickBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("bad_json", format!("{{\"user\":ID}} 형식이어야 해요 ({e})")))?;
+    if body.user.is_empty() {
+        return Err(ApiError::bad_request("bad_user", "user가 비어 있어요"));
+    }
+    let detail = format!("user={} reason={}", body.user, body.reason);
+    let (user, reason) = (body.user.clone(), body.reason.clone());
+    room_verb(
+        &state,
+        "kick",
+        &path,
+        &detail,
+        move |h| Box::pin(async move { h.kick.send(Kick { user: PlayerId::from(user), reason }).await }),
+        move |req| RoomCmd::Kick { req, user: body.user, reason: body.reason },
+    )
+    .await
+}
+
+async fn drain(state: web::Data<AppState>, _op: Operator, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
+    let node = path.into_inner();
+    let outcome: Result<(), ApiError> = async {
+        if node == state.node_id {
+            state.drain_request.notify_one();
+            return Ok(());
+        }
+        let Some(cluster) = &state.cluster else {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_node", "없는 노드예요"));
+        };
+        let live = cluster.members.live(now_ms(&state)).await.map_err(|_| ApiError::unavailable())?;
+        if !live.iter().any(|m| m.id == node) {
+            return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_node", "없는 노드예요"));
+        }
+        let by = state.admin.who.clone();
+        match cluster.request_node(&node, |req| NodeCmd::Drain { req, by }).await {
+            Reply::Accepted => Ok(()),
+            _ => Err(ApiError::unavailable()),
+        }
+    }
+    .await;
+    match outcome {
+        Ok(()) => {
+            state.admin.audit("drain", &node, "ok", "");
+            Ok(HttpResponse::Accepted().json(json!({"ok": true, "node": node, "draining": true})))
+        }
+        Err(e) => {
+            state.admin.audit("drain", &node, &e.code, "");
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admin(token: Option<&str>, operator: Option<&str>) -> Admin {
+        let settings = crate::config::Admin { token: token.map(str::to_owned), operator: operator.map(str::to_owned) };
+        Admin::new(&settings, &Registry::new()).unwrap()
+    }
+
+    #[test]
+    fn only_the_exact_token_is_accepted() {
+        let a = admin(Some("s3cret-admin"), None);
+        assert!(a.enabled());
+        assert!(a.accepts("s3cret-admin"));
+        for wrong in ["", "s3cret-admi", "s3cret-admin ", "S3CRET-ADMIN", "s3cret-adminx"] {
+            assert!(!a.accepts(wrong), "{wrong:?}");
+        }
+        let off = admin(None, None);
+        assert!(!off.enabled());
+        assert!(!off.accepts(""));
+        // An empty configured token is the same as none: never "accept the empty string".
+        assert!(!admin(Some(""), None).enabled());
+    }
+
+    #[test]
+    fn audit_lines_name_the_operator_or_a_fingerprint_never_the_token() {
+        let a = admin(Some("s3cret-admin"), None);
+        assert!(a.who.starts_with("token:"), "{}", a.who);
+        assert_eq!(a.who.len(), "token:".len() + 12);
+        assert!(!a.who.contains("s3cret"));
+        assert_eq!(a.who, format!("token:{}", fingerprint("s3cret-admin")));
+        assert_eq!(admin(Some("t"), Some("민지")).who, "민지");
+        a.audit("kick", "r_1", "ok", "");
+        assert_eq!(a.actions.with_label_values(&["kick", "ok"]).get(), 1);
+    }
+}

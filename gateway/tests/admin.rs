@@ -1,0 +1,311 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+//! The operators' API on an embedded node: auth, listing and detail, and the verbs (close,
+//! kick, drain) with their effects on real WebSocket clients.
+
+mod support;
+
+use serde_json::json;
+use std::time::Duration;
+use support::{start_server_with, Server};
+
+const ADMIN: &str = "admin-token-for-tests-0123456789";
+
+fn admin_server() -> Server {
+    start_server_with(|s| s.admin.token = Some(ADMIN.into()))
+}
+
+async fn metrics(server: &Server) -> String {
+    server.http.get(server.url("/metrics")).send().await.unwrap().text().await.unwrap()
+}
+
+/// The value of the sample line starting with `prefix` (name and labels), 0 if absent.
+fn sample(text: &str, prefix: &str) -> f64 {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn without_a_configured_token_the_admin_api_and_console_do_not_exist() {
+    let server = support::start_server();
+    let player = server.guest("플레이어").await;
+    for token in [None, Some(player.token.as_str()), Some(ADMIN), Some("")] {
+        assert_eq!(server.get("/admin/api/nodes", token).await.0, 404);
+        assert_eq!(server.get("/admin/api/rooms", token).await.0, 404);
+        assert_eq!(server.post("/admin/api/rooms/r_x/close", token, json!({})).await.0, 404);
+    }
+    let console = server.http.get(server.url("/admin")).send().await.unwrap();
+    assert_eq!(console.status(), 404);
+    let js = server.http.get(server.url("/admin/console.js")).send().await.unwrap();
+    assert_eq!(js.status(), 404);
+}
+
+#[tokio::test]
+async fn no_token_a_player_token_and_a_wrong_token_are_refused_with_401() {
+    let server = admin_server();
+    let player = server.guest("플레이어").await;
+    let room = server.create_room(&player, "tally", json!({"target": 10}), 60).await;
+    let wrong = format!("{ADMIN}x");
+    let refused: [Option<&str>; 4] = [None, Some(&player.token), Some(&wrong), Some("")];
+    for token in refused {
+        for path in ["/admin/api/nodes", "/admin/api/rooms", &format!("/admin/api/rooms/{room}")] {
+            let (status, body) = server.get(path, token).await;
+            assert_eq!(status, 401, "{path} with {token:?}: {body}");
+            assert_eq!(body["code"], "unauthorized");
+        }
+        let (status, _) = server.post(&format!("/admin/api/rooms/{room}/close"), token, json!({})).await;
+        assert_eq!(status, 401);
+        let (status, _) =
+            server.post(&format!("/admin/api/rooms/{room}/kick"), token, json!({"user": player.id})).await;
+        assert_eq!(status, 401);
+    }
+    // Nothing happened to the room.
+    assert_eq!(server.get(&format!("/api/rooms/{room}"), Some(&player.token)).await.1["status"], "waiting");
+    let (status, nodes) = server.get("/admin/api/nodes", Some(ADMIN)).await;
+    assert_eq!(status, 200, "{nodes}");
+    assert_eq!(nodes["nodes"].as_array().unwrap().len(), 1);
+    assert_eq!(nodes["nodes"][0]["rooms"], 1);
+    assert_eq!(nodes["nodes"][0]["draining"], false);
+    assert!(sample(&metrics(&server).await, "roomd_admin_auth_failures_total") >= 20.0);
+    // The console is served once the API is on (its script as a module file, not inline).
+    let html = server.http.get(server.url("/admin")).send().await.unwrap().text().await.unwrap();
+    assert!(html.contains(r#"<script type="module" src="/admin/console.js"></script>"#));
+    let js = server.http.get(server.url("/admin/console.js")).send().await.unwrap();
+    assert!(js.headers()["content-type"].to_str().unwrap().starts_with("text/javascript"));
+}
+
+#[tokio::test]
+async fn rooms_are_listed_in_pages_with_filters() {
+    let server = admin_server();
+    let host = server.guest("방장").await;
+    let mut made = Vec::new();
+    for _ in 0..5 {
+        made.push(server.create_room(&host, "tally", json!({"target": 10}), 60).await);
+    }
+    made.push(server.create_room(&host, "halli-galli", json!({}), 60).await);
+    let mut seen = Vec::new();
+    let mut cursor = String::new();
+    let mut pages = 0;
+    loop {
+        let (status, page) = server.get(&format!("/admin/api/rooms?limit=2&cursor={cursor}"), Some(ADMIN)).await;
+        assert_eq!(status, 200, "{page}");
+        pages += 1;
+        let rooms = page["rooms"].as_array().unwrap();
+        assert!(rooms.len() <= 2);
+        seen.extend(rooms.iter().map(|r| r["roomId"].as_str().unwrap().to_owned()));
+        match page["next"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+        assert!(pages < 10, "pagination does not end");
+    }
+    assert_eq!(pages, 3);
+    let mut expected = made.clone();
+    expected.sort();
+    assert_eq!(seen, expected, "every room once, in id order");
+    let (_, tally) = server.get("/admin/api/rooms?game=tally", Some(ADMIN)).await;
+    assert_eq!(tally["rooms"].as_array().unwrap().len(), 5);
+    assert!(tally["next"].is_null());
+    let (_, elsewhere) = server.get("/admin/api/rooms?node=n_nowhere", Some(ADMIN)).await;
+    assert!(elsewhere["rooms"].as_array().unwrap().is_empty());
+    let row = &tally["rooms"][0];
+    for field in ["roomId", "game", "status", "node", "players", "ageMs", "createdAt"] {
+        assert!(!row[field].is_null(), "{field} missing in {row}");
+    }
+    let (status, body) = server.get("/admin/api/rooms?limit=x", Some(ADMIN)).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("bad_query")));
+}
+
+#[tokio::test]
+async fn room_detail_shows_recent_input_kinds_and_times_and_no_hidden_state() {
+    let server = admin_server();
+    let host = server.guest("방장").await;
+    // Cockroach poker with bots: hands and card ids exist, and must not show here.
+    let room = server.create_room(&host, "cockroach-poker", json!({}), 60).await;
+    server.add_bot(&room, &host).await;
+    server.add_bot(&room, &host).await;
+    server.start(&room, &host).await;
+    let (status, detail) = server.get(&format!("/admin/api/rooms/{room}"), Some(ADMIN)).await;
+    assert_eq!(status, 200, "{detail}");
+    assert_eq!(detail["info"]["status"], "playing");
+    assert_eq!(detail["active"], true);
+    let text = detail.to_string();
+    for secret in ["hand", "cardId", "\"card\"", "state"] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    // A tally game with a few bumps shows them as kinds with times, oldest first.
+    let (room, _) = server.started_room("tally", json!({"target": 100}), &host, &[]).await;
+    let mut ws = server.ws(&host).await;
+    ws.sub(&room).await;
+    for _ in 0..3 {
+        let cs = ws.cs();
+        ws.act_ok(&room, cs, json!({"type": "bump"})).await;
+    }
+    let (_, detail) = server.get(&format!("/admin/api/rooms/{room}"), Some(ADMIN)).await;
+    assert_eq!(detail["seq"], 3);
+    assert_eq!(detail["subscribers"], 1);
+    let recent = detail["recent"].as_array().unwrap();
+    assert_eq!(recent.len(), 3);
+    for (i, entry) in recent.iter().enumerate() {
+        assert_eq!(entry["seq"], i as u64 + 1);
+        assert_eq!(entry["kind"], "client:bump");
+        assert_eq!(entry["actor"], format!("player:{}", host.id));
+        assert!(entry["at"].as_i64().unwrap() > 0);
+        assert_eq!(entry.as_object().unwrap().len(), 5, "only seq, at, actor, kind, auto: {entry}");
+    }
+    assert_eq!(server.get("/admin/api/rooms/r_nope", Some(ADMIN)).await.0, 404);
+}
+
+#[tokio::test]
+async fn kick_tells_the_user_why_and_they_may_not_come_back_to_that_room() {
+    let server = admin_server();
+    let host = server.guest("방장").await;
+    let guest = server.guest("손님").await;
+    let room = server.create_room(&host, "tally", json!({"target": 10}), 60).await;
+    server.seat(&room, &guest).await;
+    let mut h = server.ws(&host).await;
+    let mut g = server.ws(&guest).await;
+    h.sub(&room).await;
+    g.sub(&room).await;
+    let (status, body) = server
+        .post(&format!("/admin/api/rooms/{room}/kick"), Some(ADMIN), json!({"user": guest.id, "reason": "욕설"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let told = g.next_where(|m| m["t"] == "error" && m["code"] == "kicked").await;
+    assert_eq!(told["room"], room.as_str());
+    assert!(told["reason"].as_str().unwrap().contains("욕설"), "{told}");
+    // The seat is free; the kick is part of the room's info.
+    let (_, info) = server.get(&format!("/api/rooms/{room}"), Some(&host.token)).await;
+    assert_eq!(info["seats"].as_array().unwrap().len(), 1);
+    assert_eq!(info["kicked"], json!([guest.id]));
+    // No way back into this room: neither a seat nor watching.
+    let (status, body) = server.post(&format!("/api/rooms/{room}/seats"), Some(&guest.token), json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("kicked")));
+    g.send(json!({"t": "sub", "room": room})).await;
+    let again = g.next_where(|m| m["t"] == "error" || m["t"] == "sync").await;
+    assert_eq!(again["code"], "kicked", "{again}");
+    // Another room is fine.
+    let other = server.create_room(&host, "tally", json!({"target": 10}), 60).await;
+    server.seat(&other, &guest).await;
+    // The host's room goes on: they can start alone.
+    server.start(&room, &host).await;
+    let metrics = metrics(&server).await;
+    assert_eq!(sample(&metrics, r#"roomd_admin_actions_total{action="kick",outcome="ok"}"#), 1.0);
+    // Kicking someone who is not there is a clear 404 and counted as such.
+    let (status, body) =
+        server.post(&format!("/admin/api/rooms/{room}/kick"), Some(ADMIN), json!({"user": "u_nobody"})).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_in_room")));
+    let (status, _) = server.post(&format!("/admin/api/rooms/{room}/kick"), Some(ADMIN), json!({})).await;
+    assert_eq!(status, 400);
+    let metrics = self::metrics(&server).await;
+    assert_eq!(sample(&metrics, r#"roomd_admin_actions_total{action="kick",outcome="not_in_room"}"#), 1.0);
+}
+
+#[tokio::test]
+async fn kicking_a_player_mid_game_counts_as_leaving_it() {
+    let server = admin_server();
+    let host = server.guest("방장").await;
+    let guest = server.guest("손님").await;
+    let (room, _) = server.started_room("tally", json!({"target": 100}), &host, &[&guest]).await;
+    let mut g = server.ws(&guest).await;
+    g.sub(&room).await;
+    let (status, body) =
+        server.post(&format!("/admin/api/rooms/{room}/kick"), Some(ADMIN), json!({"user": guest.id})).await;
+    assert_eq!(status, 200, "{body}");
+    let told = g.next_where(|m| m["t"] == "error" && m["code"] == "kicked").await;
+    assert!(told["reason"].as_str().unwrap().contains("운영 정책"), "default reason: {told}");
+    g.send(json!({"t": "sub", "room": room})).await;
+    assert_eq!(g.next_where(|m| m["t"] == "error" || m["t"] == "sync").await["code"], "kicked");
+    let (_, info) = server.get(&format!("/api/rooms/{room}"), Some(&host.token)).await;
+    assert_eq!(info["status"], "playing", "the game goes on without them: {info}");
+    assert_eq!(info["kicked"], json!([guest.id]));
+}
+
+#[tokio::test]
+async fn close_ends_a_running_game_with_the_reason_shown_and_recorded() {
+    let server = admin_server();
+    let host = server.guest("방장").await;
+    let guest = server.guest("손님").await;
+    let (room, game_pk) = server.started_room("tally", json!({"target": 100}), &host, &[&guest]).await;
+    let mut h = server.ws(&host).await;
+    let mut g = server.ws(&guest).await;
+    h.sub(&room).await;
+    g.sub(&room).await;
+    let cs = h.cs();
+    h.act_ok(&room, cs, json!({"type": "bump"})).await;
+    let (status, body) =
+        server.post(&format!("/admin/api/rooms/{room}/close"), Some(ADMIN), json!({"reason": "서버 점검"})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["room"]["status"], "ended");
+    for ws in [&mut h, &mut g] {
+        let result = ws.next_of("result").await;
+        assert!(result["result"]["summary"].as_str().unwrap().contains("서버 점검"), "{result}");
+        let closed = ws.next_where(|m| m["t"] == "error" && m["code"] == "room_closed").await;
+        assert!(closed["reason"].as_str().unwrap().contains("서버 점검"), "{closed}");
+    }
+    // Recorded like any finished game, with the reason.
+    let record = server.store.record(&game_pk).await.unwrap().expect("the closed game is recorded");
+    assert!(record.result_json.contains("서버 점검"), "{}", record.result_json);
+    assert_eq!(record.final_seq, 1);
+    // The room is gone from the node and the listings.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while server.get(&format!("/api/rooms/{room}"), Some(&host.token)).await.0 != 404 {
+        assert!(tokio::time::Instant::now() < deadline, "closed room still answers");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, list) = server.get("/admin/api/rooms", Some(ADMIN)).await;
+    assert!(!list["rooms"].as_array().unwrap().iter().any(|r| r["roomId"] == room.as_str()));
+    assert_eq!(server.post(&format!("/admin/api/rooms/{room}/close"), Some(ADMIN), json!({})).await.0, 404);
+    let text = metrics(&server).await;
+    assert_eq!(sample(&text, r#"roomd_admin_actions_total{action="close",outcome="ok"}"#), 1.0);
+}
+
+#[tokio::test]
+async fn closing_a_waiting_room_tells_its_watchers_and_removes_it() {
+    let server = admin_server();
+    let host = server.guest("방장").await;
+    let room = server.create_room(&host, "tally", json!({"target": 10}), 60).await;
+    let mut h = server.ws(&host).await;
+    h.sub(&room).await;
+    // An empty body is fine: the reason defaults.
+    let (status, body) = server.post_raw(&format!("/admin/api/rooms/{room}/close"), Some(ADMIN), "").await;
+    assert_eq!(status, 200, "{body}");
+    let closed = h.next_where(|m| m["t"] == "error" && m["code"] == "room_closed").await;
+    assert!(closed["reason"].as_str().unwrap().contains("운영 정책"), "{closed}");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while server.get(&format!("/api/rooms/{room}"), Some(&host.token)).await.0 != 404 {
+        assert!(tokio::time::Instant::now() < deadline, "closed room still answers");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn drain_through_the_admin_api_does_what_sigterm_does() {
+    let server = start_server_with(|s| {
+        s.admin.token = Some(ADMIN.into());
+        s.cluster.drain_grace_s = 2;
+    });
+    let host = server.guest("방장").await;
+    let mut ws = server.ws(&host).await;
+    let (_, nodes) = server.get("/admin/api/nodes", Some(ADMIN)).await;
+    let me = nodes["nodes"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(nodes["nodes"][0]["sockets"], 1);
+    let (status, body) = server.post("/admin/api/nodes/n_elsewhere/drain", Some(ADMIN), json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("unknown_node")));
+    let (status, body) = server.post(&format!("/admin/api/nodes/{me}/drain"), Some(ADMIN), json!({})).await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(ws.close_code().await, Some(1012));
+    // Not ready any more (or already stopped serving).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match server.http.get(server.url("/readyz")).send().await {
+            Ok(r) if r.status() == 503 => break,
+            Err(_) => break,
+            Ok(_) => {}
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node still ready after an admin drain");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,350 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+//! The operators' API in cluster mode with real processes: three `roomd` nodes and the
+//! test Redis (`REDIS_URL`, started by ./scripts/test; these fail, never skip, without
+//! it). Rooms are listed cluster-wide in pages; close, kick and drain reach the room or
+//! node wherever it is, and real WebSocket clients on other nodes see their effects.
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+const SECRET: &str = "cluster-admin-test-secret";
+const ADMIN: &str = "cluster-admin-token-42";
+
+struct Node {
+    child: Child,
+    base: String,
+    /// Everything the node logged (JSON lines).
+    log: Arc<Mutex<String>>,
+}
+
+impl Node {
+    fn start(id: &str, prefix: &str) -> Node {
+        let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_roomd"))
+            .env("ROOMD__HTTP__PORT", "0")
+            .env("ROOMD__HTTP__WORKERS", "1")
+            .env("ROOMD__NODE__ID", id)
+            .env("ROOMD__REDIS__URL", url)
+            .env("ROOMD__REDIS__PREFIX", prefix)
+            .env("ROOMD__AUTH__SECRET", SECRET)
+            .env("ROOMD__ADMIN__TOKEN", ADMIN)
+            .env("ROOMD__CLUSTER__LEASE_MS", "1500")
+            .env("ROOMD__CLUSTER__HEARTBEAT_MS", "300")
+            .env("ROOMD__CLUSTER__DRAIN_GRACE_S", "4")
+            .env("ROOMD__LOG__LEVEL", "warn,audit=info")
+            .env("ROOMD__LOG__FORMAT", "json")
+            .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("roomd starts");
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("listening on") {
+            line.clear();
+            assert!(reader.read_line(&mut line).unwrap() > 0, "roomd exited before listening");
+        }
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for l in reader.lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap();
+                s.push_str(&l);
+                s.push('\n');
+            }
+        });
+        let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
+        Node { child, base: format!("http://{addr}"), log }
+    }
+
+    fn ws(&self) -> String {
+        self.base.replace("http://", "ws://")
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn prefix() -> String {
+    format!("roomd-adm-{}", engine::Seed::from_os().unwrap().to_hex())
+}
+
+async fn until_all_see(nodes: &[&Node], n: u64) {
+    let http = reqwest::Client::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    for node in nodes {
+        loop {
+            let ready: Value = match http.get(format!("{}/readyz", node.base)).send().await {
+                Ok(r) => r.json().await.unwrap_or_default(),
+                Err(_) => Value::Null,
+            };
+            if ready["liveNodes"].as_u64() == Some(n) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "nodes never saw each other");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+async fn token(http: &reqwest::Client, node: &Node, name: &str) -> (String, String) {
+    let v: Value = http
+        .post(format!("{}/api/session", node.base))
+        .json(&json!({"name": name}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (v["userId"].as_str().unwrap().into(), v["token"].as_str().unwrap().into())
+}
+
+async fn get(http: &reqwest::Client, url: String, token: Option<&str>) -> (u16, Value) {
+    let mut req = http.get(url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let r = req.send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> (u16, Value) {
+    let r = http.post(url).bearer_auth(token).json(&body).send().await.unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+async fn connect(node: &Node, token: &str) -> Ws {
+    tokio_tungstenite::connect_async(format!("{}/ws?token={token}", node.ws())).await.unwrap().0
+}
+
+async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::text(v.to_string())).await.unwrap();
+}
+
+async fn next_where(ws: &mut Ws, secs: u64, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        match tokio::time::timeout_at(deadline, ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if pred(&v) {
+                    return Some(v);
+                }
+            }
+            Ok(Some(Ok(_))) => {}
+            _ => return None,
+        }
+    }
+}
+
+/// A waiting tally room created through `via`; `GET`ting it activates it on its owner.
+async fn room(http: &reqwest::Client, via: &Node, host: &str) -> (String, String) {
+    let (status, created) =
+        post(http, format!("{}/api/rooms", via.base), host, json!({"game": "tally", "options": {"target": null}}))
+            .await;
+    assert_eq!(status, 200, "{created}");
+    let room = created["roomId"].as_str().unwrap().to_owned();
+    let (_, info) = get(http, format!("{}/api/rooms/{room}", via.base), Some(host)).await;
+    (room, info["node"].as_str().unwrap_or_else(|| panic!("no owner: {info}")).to_owned())
+}
+
+#[tokio::test]
+async fn rooms_are_paged_cluster_wide_and_close_and_kick_reach_clients_on_other_nodes() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [Node::start("ka", &prefix), Node::start("kb", &prefix), Node::start("kc", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
+    let http = reqwest::Client::new();
+    let (_, host) = token(&http, &nodes[0], "host").await;
+    let (guest_id, guest) = token(&http, &nodes[1], "guest").await;
+
+    // Auth is the same on every node: a player token is not an admin token.
+    for t in [None, Some(host.as_str()), Some("wrong")] {
+        assert_eq!(get(&http, format!("{}/admin/api/rooms", nodes[2].base), t).await.0, 401);
+    }
+
+    let mut owners: BTreeMap<String, String> = BTreeMap::new();
+    for _ in 0..9 {
+        let (r, owner) = room(&http, &nodes[0], &host).await;
+        owners.insert(r, owner);
+    }
+    let distinct: BTreeSet<&String> = owners.values().collect();
+    assert!(distinct.len() >= 2, "rooms all on one node: {owners:?}");
+
+    // Pages of 2 through a node that owns only some of them: every room once, with its owner.
+    let mut seen: BTreeMap<String, String> = BTreeMap::new();
+    let mut cursor = String::new();
+    let mut pages = 0;
+    loop {
+        let (status, page) =
+            get(&http, format!("{}/admin/api/rooms?limit=2&cursor={cursor}", nodes[1].base), Some(ADMIN)).await;
+        assert_eq!(status, 200, "{page}");
+        pages += 1;
+        assert!(page["rooms"].as_array().unwrap().len() <= 2);
+        for r in page["rooms"].as_array().unwrap() {
+            let id = r["roomId"].as_str().unwrap().to_owned();
+            assert!(seen.insert(id.clone(), r["node"].as_str().unwrap_or("").to_owned()).is_none(), "{id} twice");
+            assert_eq!(r["game"], "tally");
+        }
+        match page["next"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+        assert!(pages <= 10, "pagination does not end");
+    }
+    assert_eq!(pages, 5);
+    assert_eq!(seen, owners, "listed owners are the rooms' owners");
+    // The node filter gives each node's rooms.
+    for node in ["ka", "kb", "kc"] {
+        let (_, page) = get(&http, format!("{}/admin/api/rooms?node={node}", nodes[0].base), Some(ADMIN)).await;
+        let listed: BTreeSet<String> =
+            page["rooms"].as_array().unwrap().iter().map(|r| r["roomId"].as_str().unwrap().to_owned()).collect();
+        let expected: BTreeSet<String> = owners.iter().filter(|(_, o)| *o == node).map(|(r, _)| r.clone()).collect();
+        assert_eq!(listed, expected, "rooms of {node}");
+    }
+    // Nodes: all three, with the rooms each owns (reported every heartbeat).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (status, body) = get(&http, format!("{}/admin/api/nodes", nodes[0].base), Some(ADMIN)).await;
+        assert_eq!(status, 200, "{body}");
+        let list = body["nodes"].as_array().unwrap();
+        let ids: Vec<&str> = list.iter().map(|n| n["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, ["ka", "kb", "kc"]);
+        let counts_match = list.iter().all(|n| {
+            let id = n["id"].as_str().unwrap();
+            n["rooms"].as_u64() == Some(owners.values().filter(|o| *o == id).count() as u64)
+                && n["lastHeartbeat"].as_i64().unwrap() > 0
+                && n["draining"] == false
+                && n["address"].as_str().is_some()
+        });
+        if counts_match {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node stats never matched {owners:?}: {body}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    // Kick: a room owned by kc, the guest watching from kb, the operator on ka.
+    let (kicked_room, _) = owners.iter().find(|(_, o)| *o == "kc").unwrap();
+    let (status, body) =
+        post(&http, format!("{}/api/rooms/{kicked_room}/seats", nodes[1].base), &guest, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let mut g = connect(&nodes[1], &guest).await;
+    send(&mut g, json!({"t": "sub", "room": kicked_room})).await;
+    next_where(&mut g, 10, |v| v["t"] == "sync").await.expect("guest sync");
+    let (status, body) = post(
+        &http,
+        format!("{}/admin/api/rooms/{kicked_room}/kick", nodes[0].base),
+        ADMIN,
+        json!({"user": guest_id, "reason": "도배"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let told = next_where(&mut g, 10, |v| v["t"] == "error" && v["code"] == "kicked").await.expect("guest told");
+    assert!(told["reason"].as_str().unwrap().contains("도배"), "{told}");
+    let (status, body) =
+        post(&http, format!("{}/api/rooms/{kicked_room}/seats", nodes[2].base), &guest, json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("kicked")), "{body}");
+
+    // Close: a started room owned by another node than the watcher's and the operator's.
+    let (closed_room, owner) = owners.iter().find(|(r, o)| *o != "kb" && *r != kicked_room).unwrap();
+    let started = post(&http, format!("{}/api/rooms/{closed_room}/start", nodes[0].base), &host, json!({})).await;
+    assert_eq!(started.0, 200, "{}", started.1);
+    let mut h = connect(&nodes[1], &host).await;
+    send(&mut h, json!({"t": "sub", "room": closed_room})).await;
+    next_where(&mut h, 10, |v| v["t"] == "sync").await.expect("host sync");
+    let via = if owner == "ka" { &nodes[2] } else { &nodes[0] };
+    let (status, body) =
+        post(&http, format!("{}/admin/api/rooms/{closed_room}/close", via.base), ADMIN, json!({"reason": "점검"}))
+            .await;
+    assert_eq!(status, 200, "{body}");
+    let result = next_where(&mut h, 10, |v| v["t"] == "result").await.expect("result");
+    assert!(result["result"]["summary"].as_str().unwrap().contains("점검"), "{result}");
+    let closed = next_where(&mut h, 10, |v| v["t"] == "error" && v["code"] == "room_closed").await.expect("closed");
+    assert!(closed["reason"].as_str().unwrap().contains("점검"));
+    // Gone from the cluster-wide listing.
+    let (_, page) = get(&http, format!("{}/admin/api/rooms?limit=200", nodes[1].base), Some(ADMIN)).await;
+    let listed: Vec<&str> = page["rooms"].as_array().unwrap().iter().map(|r| r["roomId"].as_str().unwrap()).collect();
+    assert!(!listed.contains(&closed_room.as_str()), "{listed:?}");
+    assert_eq!(listed.len(), 8);
+    // The operator's node wrote audit lines naming the operator by fingerprint, never the token.
+    let fp = format!("token:{}", gateway::admin::fingerprint(ADMIN));
+    let log = nodes[0].log.lock().unwrap().clone() + &via.log.lock().unwrap();
+    let audits: Vec<Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["target"] == "audit" && v["action"].is_string())
+        .collect();
+    assert!(
+        audits.iter().any(|a| a["action"] == "kick"
+            && a["who"] == fp.as_str()
+            && a["subject"] == kicked_room.as_str()
+            && a["outcome"] == "ok"),
+        "{audits:?}"
+    );
+    assert!(audits.iter().any(|a| a["action"] == "close" && a["subject"] == closed_room.as_str()), "{audits:?}");
+    assert!(!log.contains(ADMIN), "the admin token was logged");
+}
+
+#[tokio::test]
+async fn an_operator_drains_another_node_remotely_as_sigterm_would() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let mut nodes = [Node::start("qa", &prefix), Node::start("qb", &prefix), Node::start("qc", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
+    let http = reqwest::Client::new();
+    let (_, host) = token(&http, &nodes[0], "host").await;
+    let mut on_drained = connect(&nodes[2], &host).await;
+    let (status, body) = post(&http, format!("{}/admin/api/nodes/nope/drain", nodes[0].base), ADMIN, json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("unknown_node")));
+    let (status, body) = post(&http, format!("{}/admin/api/nodes/qc/drain", nodes[0].base), ADMIN, json!({})).await;
+    assert_eq!(status, 202, "{body}");
+    // Its sockets are closed with 1012 and the process exits by itself, as on SIGTERM.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut code = None;
+    while let Ok(Some(msg)) = tokio::time::timeout_at(deadline, on_drained.next()).await {
+        if let Ok(Message::Close(Some(frame))) = msg {
+            code = Some(u16::from(frame.code));
+            break;
+        }
+    }
+    assert_eq!(code, Some(1012));
+    let exit_deadline = std::time::Instant::now() + Duration::from_secs(25);
+    while nodes[2].child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < exit_deadline, "drained node did not exit");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // It leaves the membership (at the latest when its last heartbeat expires).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, body) = get(&http, format!("{}/admin/api/nodes", nodes[1].base), Some(ADMIN)).await;
+        let ids: Vec<&str> = body["nodes"].as_array().unwrap().iter().map(|n| n["id"].as_str().unwrap()).collect();
+        if ids == ["qa", "qb"] {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "drained node still listed: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let log = nodes[0].log.lock().unwrap().clone();
+    assert!(
+        log.contains(r#""action":"drain""#) && log.contains(r#""subject":"qc""#),
+        "no audit line for the drain: {log}"
+    );
+}
