@@ -328,6 +328,8 @@ async fn locate(state: &AppState, room: &str) -> Result<Place, ApiError> {
     match cluster.locate(room).await.map_err(|_| ApiError::unavailable())? {
         Owner::Here(handle) => Ok(Place::Local(handle)),
         Owner::There(node) => Ok(Place::Remote(node)),
+        // The room exists but is between owners: the operator tries again in a moment.
+        Owner::Moving => Err(ApiError::unavailable()),
         Owner::Unknown => state
             .store
             .room(room)

@@ -239,5 +239,6 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
         max_players: 8,
         created_at: 5,
         gone: Vec::new(),
+        kicked: Vec::new(),
     }
 }

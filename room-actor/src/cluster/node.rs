@@ -431,7 +431,7 @@ impl ClusterNode {
                 | RoomCmd::TakeSeat { req, .. }
                 | RoomCmd::LeaveSeat { req, .. }
                 | RoomCmd::RemoveSeat { req, .. }
-                | RoomCmd::Start { req, .. } => {
+                | RoomCmd::Start { req, .. }
                 | RoomCmd::Close { req, .. }
                 | RoomCmd::Kick { req, .. }
                 | RoomCmd::Inspect { req } => {
