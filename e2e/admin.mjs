@@ -4,7 +4,9 @@
 // the players' own pages. Usage: node admin.mjs /path/to/roomd
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import assert from 'node:assert/strict';
 
@@ -15,8 +17,13 @@ const ADMIN = 'e2e-operator-token-7f3a';
 mkdirSync(SHOTS, { recursive: true });
 
 function startRoomd() {
+  // A secret of its own and a temporary data directory (nothing written into the repo);
+  // every browser comes from 127.0.0.1, so the per-address limits are raised.
+  const data = mkdtempSync(path.join(os.tmpdir(), 'roomd-e2e-admin-'));
+  process.on('exit', () => rmSync(data, { recursive: true, force: true }));
   const env = { ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
-    ROOMD__ADMIN__TOKEN: ADMIN };
+    ROOMD__ADMIN__TOKEN: ADMIN, ROOMD__AUTH__SECRET: randomBytes(32).toString('hex'), ROOMD__STORE__PATH: data,
+    ROOMD__STORE__KIND: 'memory', ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000' };
   delete env.ROOMD__REDIS__URL;
   const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';

@@ -42,6 +42,10 @@ impl Node {
             .env("ROOMD__LOG__LEVEL", "warn,audit=info")
             .env("ROOMD__LOG__FORMAT", "json")
             .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
+            // Every test client is 127.0.0.1.
+            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
+            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
+            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -286,7 +290,13 @@ async fn rooms_are_paged_cluster_wide_and_close_and_kick_reach_clients_on_other_
     assert_eq!(listed.len(), 8);
     // The operator's node wrote audit lines naming the operator by fingerprint, never the token.
     let fp = format!("token:{}", gateway::admin::fingerprint(ADMIN));
-    let log = nodes[0].log.lock().unwrap().clone() + &via.log.lock().unwrap();
+    // `via` may be nodes[0] itself: each lock is taken and released on its own (holding
+    // both guards in one expression would lock the same mutex twice).
+    let mut log = nodes[0].log.lock().unwrap().clone();
+    if !std::ptr::eq(via, &nodes[0]) {
+        let via_log = via.log.lock().unwrap().clone();
+        log.push_str(&via_log);
+    }
     let audits: Vec<Value> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
