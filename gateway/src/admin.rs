@@ -11,6 +11,7 @@
 //! Every verb writes one audit line (`target: "audit"`: who, action, target, outcome) and
 //! counts `roomd_admin_actions_total{action,outcome}`.
 
+use crate::api::{where_is, Place};
 use crate::error::ApiError;
 use crate::server::AppState;
 use actix_web::dev::Payload;
@@ -19,7 +20,6 @@ use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use engine::PlayerId;
 use prometheus::{IntCounterVec, Opts, Registry};
 use room_actor::cluster::bus::{NodeCmd, OpError, Reply, RoomCmd};
-use room_actor::cluster::node::Owner;
 use room_actor::cluster::ops::{self, RoomFilter};
 use room_actor::messages::{AdminView, Close, Inspect, Kick};
 use room_actor::{RoomHandle, RoomInfo};
@@ -314,32 +314,6 @@ async fn rooms(state: web::Data<AppState>, _op: Operator, q: web::Query<RoomsQue
     Ok(HttpResponse::Ok().json(json!({"rooms": rooms, "next": next})))
 }
 
-/// Where a room is, for operators' verbs.
-enum Place {
-    Local(RoomHandle),
-    Remote(String),
-    Stored(RoomInfo),
-}
-
-async fn locate(state: &AppState, room: &str) -> Result<Place, ApiError> {
-    let Some(cluster) = &state.cluster else {
-        return state.directory.handle(room).map(Place::Local).ok_or_else(ApiError::unknown_room);
-    };
-    match cluster.locate(room).await.map_err(|_| ApiError::unavailable())? {
-        Owner::Here(handle) => Ok(Place::Local(handle)),
-        Owner::There(node) => Ok(Place::Remote(node)),
-        // The room exists but is between owners: the operator tries again in a moment.
-        Owner::Moving => Err(ApiError::unavailable()),
-        Owner::Unknown => state
-            .store
-            .room(room)
-            .await
-            .map_err(|_| ApiError::unavailable())?
-            .map(Place::Stored)
-            .ok_or_else(ApiError::unknown_room),
-    }
-}
-
 fn op_error(e: OpError) -> ApiError {
     ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), &e.code, e.reason)
 }
@@ -354,7 +328,7 @@ fn remote_answer(reply: Reply) -> Result<Value, ApiError> {
 }
 
 async fn room(state: web::Data<AppState>, _op: Operator, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let (view, owner): (Value, Option<String>) = match locate(&state, &path).await? {
+    let (view, owner): (Value, Option<String>) = match where_is(&state, &path).await? {
         Place::Local(handle) => {
             let view: AdminView = handle.inspect.send(Inspect).await?;
             (serde_json::to_value(view).unwrap_or_default(), Some(state.node_id.clone()))
@@ -413,7 +387,7 @@ async fn room_verb(
     remote: impl FnOnce(u64) -> RoomCmd,
 ) -> Result<HttpResponse, ApiError> {
     let outcome: Result<Value, ApiError> = async {
-        match locate(state, room).await? {
+        match where_is(state, room).await? {
             Place::Local(handle) => {
                 let info = local(handle).await??;
                 Ok(serde_json::to_value(info).unwrap_or_default())

@@ -400,15 +400,15 @@ async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) 
     Ok(HttpResponse::Ok().json(json!({"gamePk": game_pk})))
 }
 
-/// Where a room is, for HTTP calls.
-enum Place {
+/// Where a room is, for HTTP calls (players' and operators').
+pub(crate) enum Place {
     Local(RoomHandle),
     Remote(String),
     /// Known (saved) but no node can take it this moment (a failover in progress).
     Stored(RoomInfo),
 }
 
-async fn where_is(state: &AppState, room: &str) -> Result<Place, ApiError> {
+pub(crate) async fn where_is(state: &AppState, room: &str) -> Result<Place, ApiError> {
     let Some(cluster) = &state.cluster else {
         return state.directory.handle(room).map(Place::Local).ok_or_else(ApiError::unknown_room);
     };
