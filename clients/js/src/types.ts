@@ -176,6 +176,8 @@ export interface HalliGalliOptions {
   strikeOut: boolean;
   penaltyEscalation: boolean;
   wrongToPot: boolean;
+  /** How quickly the bots ring. */
+  botLevel: 'easy' | 'normal' | 'hard';
 }
 export interface HalliGalliView {
   phase: 'countdown' | 'playing' | 'ended';

@@ -1,18 +1,12 @@
 //! Halli Galli's bot. It reads only its view: it rings when the tops it sees show exactly
-//! five of a fruit, after a person's reaction time; now and then it rings by mistake; on
-//! its turn it flips.
+//! five of a fruit, after a reaction time set by the room's `botLevel`; now and then it
+//! rings by mistake; on its turn it flips.
 
 use super::cards::{FRUITS, TARGET};
 use super::rules::{HalliGalliAction, HalliGalliInput, Phase};
 use super::view::HalliGalliView;
 use crate::game::{BotMove, Input, PlayerId};
 use crate::rng::Rng;
-
-/// Chance per decision of ringing on a table that is not at five.
-pub const MISTAKE_RATE: f64 = 0.03;
-/// Reaction time to a table at five: 350 ms plus up to 600 ms more.
-const REACT_MIN_MS: i64 = 350;
-const REACT_SPREAD_MS: u32 = 600;
 
 /// Whether the tops in `view` show exactly five of some fruit.
 pub fn sees_five(view: &HalliGalliView) -> bool {
@@ -37,11 +31,12 @@ pub fn choose(
     let ring = legal.iter().find(|i| matches!(i, Input::Client(HalliGalliAction::Ring { .. }))).cloned();
     let flip = legal.iter().find(|i| matches!(i, Input::Client(HalliGalliAction::Flip {}))).cloned();
     if let Some(ring) = ring {
+        let (react_min_ms, react_spread_ms, mistake_rate) = view.options.bot_level.reaction();
         if sees_five(view) {
-            let delay_ms = REACT_MIN_MS + i64::from(rng.int(REACT_SPREAD_MS));
+            let delay_ms = react_min_ms + i64::from(rng.int(react_spread_ms));
             return Some(BotMove { input: ring, delay_ms });
         }
-        if rng.chance(MISTAKE_RATE) {
+        if rng.chance(mistake_rate) {
             let delay_ms = 200 + i64::from(rng.int(400));
             return Some(BotMove { input: ring, delay_ms });
         }

@@ -1,6 +1,6 @@
 //! The random-play harness over 1,000 seeds, and random refused rings.
 
-use super::options::{EndMode, HalliGalliOptions, LatencyComp, LeftoverCards};
+use super::options::{BotLevel, EndMode, HalliGalliOptions, LatencyComp, LeftoverCards};
 use super::rules::{check_cards, HalliGalliAction, HalliGalliState};
 use super::HalliGalli;
 use crate::game::{Actor, Ctx, Game, Input, PlayerId, SetupCtx};
@@ -30,6 +30,7 @@ pub(super) fn random_options(rng: &mut Rng, _n: usize) -> HalliGalliOptions {
         strike_out: rng.chance(0.25),
         penalty_escalation: rng.chance(0.25),
         wrong_to_pot: rng.chance(0.25),
+        bot_level: pick(rng, &[BotLevel::Easy, BotLevel::Normal, BotLevel::Hard]),
     }
 }
 

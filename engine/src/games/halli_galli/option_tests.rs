@@ -1,7 +1,7 @@
 //! Every option and house rule, the contract details (legal actions, timers, refusals)
 //! and the bot, on tables laid out by hand with the helpers of `tests.rs`.
 
-use super::options::{EndMode, LatencyComp};
+use super::options::{BotLevel, EndMode, LatencyComp};
 use super::rules::{EndReason, HalliGalliEvent, OutReason};
 use super::tests::*;
 use super::*;
@@ -373,37 +373,73 @@ fn bot_view(s: &HalliGalliState, me: &str) -> view::HalliGalliView {
 }
 
 #[test]
-fn bot_rings_on_a_correct_table_after_a_human_delay() {
-    let (s, _) = tops(no_limit(), &[Some((S, 2)), Some((S, 3)), None]);
-    let legal = HalliGalli::legal_actions(&s, &pid("b"), T0);
-    for seed in 0..50 {
-        let mv = HalliGalli::bot_move(&bot_view(&s, "b"), &pid("b"), &legal, &mut Rng::from_seed(Seed(seed))).unwrap();
-        assert_eq!(mv.input, Input::Client(HalliGalliAction::Ring { version: 0 }));
-        assert!((350..950).contains(&mv.delay_ms), "{}", mv.delay_ms);
+fn bot_rings_on_a_correct_table_after_its_levels_delay() {
+    // Default (normal): about a person's reaction to "exactly five", 0.7–1.4 s; hard is
+    // quicker than most people, easy slower.
+    for (level, range) in [(None, 700..1400), (Some(BotLevel::Easy), 1100..2000), (Some(BotLevel::Hard), 350..950)] {
+        let options = HalliGalliOptions { bot_level: level.unwrap_or_default(), ..no_limit() };
+        let (s, _) = tops(options, &[Some((S, 2)), Some((S, 3)), None]);
+        let legal = HalliGalli::legal_actions(&s, &pid("b"), T0);
+        let delays: Vec<i64> = (0..200)
+            .map(|seed| {
+                let mv = HalliGalli::bot_move(&bot_view(&s, "b"), &pid("b"), &legal, &mut Rng::from_seed(Seed(seed)))
+                    .unwrap();
+                assert_eq!(mv.input, Input::Client(HalliGalliAction::Ring { version: 0 }));
+                mv.delay_ms
+            })
+            .collect();
+        for d in &delays {
+            assert!(range.contains(d), "{level:?}: {d} ms");
+        }
+        // Spread over the range, not stuck at one end.
+        let (min, max) = (delays.iter().min().unwrap(), delays.iter().max().unwrap());
+        assert!(max - min > (range.end - range.start) / 2, "{level:?}: {min}..{max}");
     }
 }
 
 #[test]
 fn bot_flips_on_its_turn_and_rarely_rings_wrongly() {
-    let (s, _) = tops(no_limit(), &[Some((S, 2)), Some((S, 2)), None]);
-    let legal = HalliGalli::legal_actions(&s, &pid("a"), T0);
-    let mut wrong = 0;
-    for seed in 0..1000 {
-        let mv = HalliGalli::bot_move(&bot_view(&s, "a"), &pid("a"), &legal, &mut Rng::from_seed(Seed(seed))).unwrap();
-        match mv.input {
-            Input::Client(HalliGalliAction::Flip {}) => assert!(mv.delay_ms < 1300),
-            _ => wrong += 1,
+    // Wrong rings per 1000 decisions: about 10 at easy, 20 at normal, 30 at hard.
+    for (level, wrong_range) in [(BotLevel::Easy, 2..25), (BotLevel::Normal, 8..40), (BotLevel::Hard, 12..55)] {
+        let options = HalliGalliOptions { bot_level: level, ..no_limit() };
+        let (s, _) = tops(options, &[Some((S, 2)), Some((S, 2)), None]);
+        let legal = HalliGalli::legal_actions(&s, &pid("a"), T0);
+        let mut wrong = 0;
+        for seed in 0..1000 {
+            let mv =
+                HalliGalli::bot_move(&bot_view(&s, "a"), &pid("a"), &legal, &mut Rng::from_seed(Seed(seed))).unwrap();
+            match mv.input {
+                Input::Client(HalliGalliAction::Flip {}) => assert!(mv.delay_ms < 1300),
+                _ => wrong += 1,
+            }
         }
+        assert!(wrong_range.contains(&wrong), "{level:?}: {wrong} wrong rings in 1000");
+        // Not its turn and no five: it mostly waits.
+        let legal = HalliGalli::legal_actions(&s, &pid("b"), T0);
+        let waits = (0..100)
+            .filter(|seed| {
+                HalliGalli::bot_move(&bot_view(&s, "b"), &pid("b"), &legal, &mut Rng::from_seed(Seed(*seed))).is_none()
+            })
+            .count();
+        assert!(waits > 80);
     }
-    assert!((5..80).contains(&wrong), "{wrong} wrong rings in 1000");
-    // Not its turn and no five: it mostly waits.
-    let legal = HalliGalli::legal_actions(&s, &pid("b"), T0);
-    let waits = (0..100)
-        .filter(|seed| {
-            HalliGalli::bot_move(&bot_view(&s, "b"), &pid("b"), &legal, &mut Rng::from_seed(Seed(*seed))).is_none()
-        })
-        .count();
-    assert!(waits > 80);
+}
+
+#[test]
+fn bot_level_is_a_room_option_and_old_stored_options_read_normal() {
+    let parsed = crate::options::parse::<HalliGalli>(Some(&json!({"botLevel": "easy"}))).unwrap();
+    assert_eq!(parsed.bot_level, BotLevel::Easy);
+    assert!(crate::options::parse::<HalliGalli>(Some(&json!({"botLevel": "expert"}))).is_err());
+    let meta = HalliGalli::options_meta();
+    let level = meta.iter().find(|m| m.key == "botLevel").unwrap();
+    assert_eq!(level.default, json!("normal"));
+    let labels: Vec<&str> = level.choices.iter().map(|c| c.label.as_str()).collect();
+    assert_eq!(labels, ["쉬움 (느긋한 봇)", "보통", "어려움 (빠른 봇)"]);
+    // Options stored before the option existed (a running game's state) still decode.
+    let mut old = serde_json::to_value(HalliGalliOptions::default()).unwrap();
+    old.as_object_mut().unwrap().remove("botLevel");
+    let decoded: HalliGalliOptions = serde_json::from_value(old).unwrap();
+    assert_eq!(decoded.bot_level, BotLevel::Normal);
 }
 
 #[test]

@@ -34,6 +34,32 @@ pub enum LatencyComp {
     Light,
 }
 
+/// How quickly and how reliably the bots ring (their flips are the same at every level).
+/// A person needs most of a second to see that a table shows exactly five and reach the
+/// bell, so the default bots are about that quick: at `hard` they win nearly every race.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum BotLevel {
+    /// Slow (1.1–2.0 s) and rarely wrong: a table for children and first games.
+    Easy,
+    /// About a person's speed (0.7–1.4 s).
+    #[default]
+    Normal,
+    /// Quick (0.35–0.95 s) and a little more often wrong.
+    Hard,
+}
+
+impl BotLevel {
+    /// `(fastest reaction ms, extra spread ms, chance per decision of a wrong ring)`.
+    pub fn reaction(self) -> (i64, u32, f64) {
+        match self {
+            BotLevel::Easy => (1100, 900, 0.01),
+            BotLevel::Normal => (700, 700, 0.02),
+            BotLevel::Hard => (350, 600, 0.03),
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HalliGalliOptions {
@@ -61,6 +87,9 @@ pub struct HalliGalliOptions {
     pub penalty_escalation: bool,
     /// House rule: penalty cards go under the bell instead of to the other players.
     pub wrong_to_pot: bool,
+    /// The bots' reaction speed. Games stored before the option existed read `normal`.
+    #[serde(default)]
+    pub bot_level: BotLevel,
 }
 
 impl Default for HalliGalliOptions {
@@ -80,6 +109,7 @@ impl Default for HalliGalliOptions {
             strike_out: false,
             penalty_escalation: false,
             wrong_to_pot: false,
+            bot_level: BotLevel::Normal,
         }
     }
 }
@@ -131,5 +161,9 @@ pub fn meta() -> Vec<OptionMeta> {
         OptionMeta::on_off("strikeOut", "틀린 종 3번이면 몰수패", false),
         OptionMeta::on_off("penaltyEscalation", "틀릴 때마다 벌칙 장수 증가", false),
         OptionMeta::on_off("wrongToPot", "벌칙 카드는 종 밑으로", false),
+        OptionMeta::new("botLevel", "봇 난이도", json!("normal"))
+            .choice(json!("easy"), "쉬움 (느긋한 봇)")
+            .choice(json!("normal"), "보통")
+            .choice(json!("hard"), "어려움 (빠른 봇)"),
     ]
 }
