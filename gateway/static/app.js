@@ -27,6 +27,14 @@ async function loadCatalog() {
 
 function setScreen(...nodes) { app.replaceChildren(...nodes); }
 
+/** "로비로" as a button (a bare link read as plain text). */
+export function lobbyButton(id = 'to-lobby') {
+  return h('a', { href: '#/', class: 'btn-link' }, h('button', { class: 'sec', id, tabindex: -1 }, '← 로비로'));
+}
+
+/** Games a player would choose; `tally` is the developers' example (`?dev` lists it). */
+const listed = (g) => g.id !== 'tally' || new URLSearchParams(location.search).has('dev');
+
 function ensureSocket(s) {
   if (sock && sock.token === s.token) return;
   sock?.close();
@@ -52,6 +60,7 @@ function ensureSocket(s) {
 }
 
 async function route() {
+  toast.clear();
   current?.destroy?.();
   current = null;
   clearInterval(lobbyTimer);
@@ -71,7 +80,7 @@ async function route() {
     return await showLobby();
   } catch (e) {
     if (e.status === 401) { session.clear(); return route(); }
-    setScreen(h('div', { class: 'panel' }, h('p', {}, e.message || String(e)), h('a', { href: '#/' }, '로비로')));
+    setScreen(h('div', { class: 'panel' }, h('p', {}, e.message || String(e)), lobbyButton()));
   }
 }
 
@@ -98,7 +107,8 @@ function showLogin() {
 
 function optionsForm(game) {
   const selects = {};
-  const rows = game.options.map((o) => {
+  // An option with one choice is not a choice: it is not offered (its default applies).
+  const rows = game.options.filter((o) => o.choices.length > 1).map((o) => {
     const sel = h('select', { name: o.key, 'data-key': o.key },
       o.choices.map((c) => h('option', {
         value: JSON.stringify(c.value),
@@ -108,12 +118,21 @@ function optionsForm(game) {
     return h('label', { class: 'opt' }, h('span', {}, o.title), sel);
   });
   const values = () => Object.fromEntries(Object.entries(selects).map(([k, s]) => [k, JSON.parse(s.value)]));
-  return { node: h('div', { class: 'opts' }, rows), values };
+  // Collapsed: most rooms are made with the defaults, and the room lists come next.
+  const changed = () => Object.values(selects).filter((s) => !s.querySelector('option[selected]')?.selected).length;
+  const sumText = h('span', { class: 'muted' });
+  const showSum = () => { const n = changed(); sumText.textContent = n ? ` · ${n}개 바꿈` : ' · 기본값'; };
+  for (const sel of Object.values(selects)) sel.addEventListener('change', showSum);
+  showSum();
+  const node = rows.length
+    ? h('details', { class: 'opts', id: 'opts' }, h('summary', {}, `옵션 ${rows.length}개`, sumText), rows)
+    : h('div', { class: 'opts' });
+  return { node, values };
 }
 
 async function showLobby() {
   const s = session.get();
-  const gameSel = h('select', { id: 'game' }, catalog.map((g) => h('option', { value: g.id }, `${g.nameKo} (${g.minPlayers}~${g.maxPlayers}명)`)));
+  const gameSel = h('select', { id: 'game' }, catalog.filter(listed).map((g) => h('option', { value: g.id }, `${g.nameKo} (${g.minPlayers}~${g.maxPlayers}명)`)));
   const optsBox = h('div', {});
   let form = null;
   const pick = () => {
@@ -187,6 +206,7 @@ async function showRoom(roomId) {
   let board = null;
   let boardNode = null;
   let result = null;
+  let knockedOut = '';
   const names = () => Object.fromEntries(info.seats.map((x) => [x.userId, x.name]));
   const seated = () => info.seats.some((x) => x.userId === s.userId);
   const head = () => h('div', { class: 'row' }, h('h2', { class: 'grow' }, gameName(info.game)),
@@ -198,27 +218,34 @@ async function showRoom(roomId) {
     board = null;
     const isHost = info.host === s.userId;
     const full = info.seats.length >= (info.maxPlayers ?? game.maxPlayers);
-    const optLabels = game.options.map((o) => {
+    const optLabels = game.options.filter((o) => o.choices.length > 1).map((o) => {
       const v = info.options?.[o.key];
       const c = o.choices.find((x) => JSON.stringify(x.value) === JSON.stringify(v));
       return h('li', {}, h('span', { class: 'grow' }, o.title), h('span', { class: 'muted' }, c ? c.label : (v === null ? '없음' : String(v ?? '기본'))));
     });
+    const need = info.minPlayers ?? game.minPlayers;
+    const short = Math.max(0, need - info.seats.length);
     setScreen(
       head(),
       h('div', { class: 'panel' }, h('h3', {}, `자리 (${info.seats.length}/${info.maxPlayers ?? game.maxPlayers})`),
         h('ul', { class: 'list', id: 'seats' }, info.seats.map((x) => h('li', { 'data-user': x.userId },
           h('span', { class: 'grow' }, x.bot ? '🤖 ' : '🙂 ', nameTag(x.name), x.userId === s.userId ? ' (나)' : ''),
           x.userId === info.host ? h('span', { class: 'tag' }, '방장') : null,
-          x.bot ? h('span', { class: 'tag' }, '봇') : null))),
+          x.bot ? h('span', { class: 'tag' }, '봇') : null,
+          isHost && x.bot ? h('button', {
+            class: 'ghost remove-bot', title: '이 봇 빼기', 'aria-label': `${x.name} 빼기`,
+            onclick: () => call('DELETE', `/api/rooms/${roomId}/seats/${encodeURIComponent(x.userId)}`),
+          }, '✕') : null))),
         h('div', { class: 'row', style: 'margin-top:.5rem' },
           !seated() && !full ? h('button', { id: 'sit', onclick: () => call('POST', `/api/rooms/${roomId}/seats`, {}) }, '참가') : null,
           isHost && !full ? h('button', { id: 'add-bot', class: 'sec', onclick: () => call('POST', `/api/rooms/${roomId}/seats`, { bot: true }) }, '🤖 봇 추가') : null,
-          isHost ? h('button', { id: 'start', disabled: info.seats.length < (info.minPlayers ?? game.minPlayers),
+          isHost ? h('button', { id: 'start', disabled: short > 0,
             onclick: () => call('POST', `/api/rooms/${roomId}/start`) }, '시작') : h('span', { class: 'muted' }, '방장이 시작하기를 기다리는 중…'),
           seated() ? h('button', { id: 'leave', class: 'ghost', onclick: async () => {
             await call('DELETE', `/api/rooms/${roomId}/seats/me`);
             location.hash = '#/';
-          } }, '나가기') : null)),
+          } }, '나가기') : null),
+        isHost && short > 0 ? h('p', { class: 'muted', id: 'start-hint' }, `${need}명부터 시작할 수 있어요. ${short}명 더 모이거나 봇을 추가하세요.`) : null),
       h('div', { class: 'panel' }, h('h3', {}, '옵션'), h('ul', { class: 'list' }, optLabels)),
       h('p', { class: 'muted' }, '친구에게 이 주소를 보내면 함께할 수 있어요: ', h('code', {}, location.href)),
     );
@@ -234,6 +261,7 @@ async function showRoom(roomId) {
       me: s.userId,
       names: names(),
       act: seated() ? (a) => sock.act(roomId, a) : null,
+      onOut: (text) => { knockedOut = text; },
     });
   };
 
@@ -242,20 +270,53 @@ async function showRoom(roomId) {
     board = null;
     const r = result.result;
     const nm = names();
-    const ranking = (r.ranking || []).map((ids, i) => h('li', {},
-      h('span', { class: 'rank' }, `${i + 1}위`),
-      h('span', { class: 'grow' }, ids.map((id) => nameOf(nm, id) + (id === s.userId ? ' (나)' : '')).join(', ')),
-      r.scores ? h('span', { class: 'tag' }, ids.map((id) => `${r.scores[id] ?? 0}점`).join(', ')) : null));
+    const cp = info.game === 'cockroach-poker';
+    const places = r.ranking || [];
+    // Cockroach Poker has one loser and everyone else wins: two groups, whatever order
+    // the winners are listed in. Elsewhere tied players share a place (1, 1, 3).
+    const groups = cp && places.length > 1 ? [places.slice(0, -1).flat(), places[places.length - 1]] : places;
+    let rank = 1;
+    const rows = groups.map((ids, i) => {
+      const label = cp ? (i === groups.length - 1 ? '패배' : '승리') : `${ids.length > 1 ? '공동 ' : ''}${rank}위`;
+      const row = h('li', { 'data-rank': cp ? (i === groups.length - 1 ? 2 : 1) : rank, class: ids.includes(s.userId) ? 'me' : '' },
+        h('span', { class: `rank ${cp && i === groups.length - 1 ? 'lost' : ''}` }, label),
+        h('span', { class: 'grow' }, ids.map((id) => nameOf(nm, id) + (id === s.userId ? ' (나)' : '')).join(', ')),
+        r.scores ? h('span', { class: 'tag' }, [...new Set(ids.map((id) => `${r.scores[id] ?? 0}점`))].join(', ')) : null);
+      rank += ids.length;
+      return row;
+    });
+    const pointsHelp = r.scores ? ({
+      'halli-galli': '점수: 1위 3점 · 2위 2점 · 3위 1점 · 그 아래 0점 (같은 순위는 같은 점수)',
+      'cockroach-poker': '점수: 이긴 사람 1점 · 진 사람 0점',
+    }[info.game] || '') : '';
     const details = r.details && Array.isArray(r.details.ranking)
-      ? h('ul', { class: 'list muted' }, r.details.ranking.map((x) => h('li', {}, `${nameOf(nm, x.id)}: ${x.cards}장 · 정답 ${x.correct} · 오답 ${x.wrong}`)))
+      ? h('ul', { class: 'list muted', id: 'result-details' }, r.details.ranking.map((x) => h('li', {}, `${nameOf(nm, x.id)}: 카드 ${x.cards}장 · 맞힌 종 ${x.correct}번 · 틀린 종 ${x.wrong}번`)))
       : null;
+    // A message for me when I was knocked out (Halli Galli) or lost (Cockroach Poker).
+    const lostText = cp && r.details?.loser === s.userId ? '내가 졌어요. 다음엔 꼭 이겨요!'
+      : !cp && knockedOut && seated() ? knockedOut : '';
+    const again = seated() && info.host === s.userId ? h('button', { id: 'rematch', class: 'sec', onclick: rematch }, '🔁 같은 옵션으로 다시') : null;
     setScreen(head(), h('div', { class: 'panel', id: 'result' },
       h('h2', {}, '🏁 게임 끝!'),
       h('p', { class: 'result-summary', id: 'summary' }, withNames(r.summary, nm)),
-      h('ol', { class: 'list result-rank', id: 'ranking' }, ranking), details,
+      lostText ? h('p', { class: 'knocked-out', id: 'knocked-out', role: 'status' }, lostText) : null,
+      h('ul', { class: 'list result-rank', id: 'ranking' }, rows),
+      pointsHelp ? h('p', { class: 'muted', id: 'points-help' }, pointsHelp) : null,
+      details,
       h('div', { class: 'row', style: 'margin-top:.75rem' },
-        seated() ? h('a', { href: `#/replay/${encodeURIComponent(result.gamePk)}` }, h('button', { id: 'to-replay' }, '▶ 다시보기')) : null,
-        h('a', { href: '#/' }, h('button', { class: 'sec', id: 'to-lobby' }, '로비로')))));
+        seated() ? h('a', { href: `#/replay/${encodeURIComponent(result.gamePk)}` }, h('button', { id: 'to-replay', tabindex: -1 }, '▶ 다시보기')) : null,
+        again,
+        lobbyButton()),
+      seated() ? null : h('p', { class: 'muted', id: 'replay-note' }, '다시보기는 게임에 참가한 사람만 볼 수 있어요 (손패가 보이니까요).')));
+  };
+
+  // A new room with this game's options and as many bots; the others can join from the lobby.
+  const rematch = async () => {
+    try {
+      const r = await api('POST', '/api/rooms', { game: info.game, options: info.options || {} });
+      for (const x of info.seats.filter((x) => x.bot)) await api('POST', `/api/rooms/${r.roomId}/seats`, { bot: true });
+      location.hash = `#/room/${r.roomId}`;
+    } catch (e) { toast(e.message); }
   };
 
   current = {

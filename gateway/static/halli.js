@@ -1,7 +1,7 @@
 // Halli Galli board (spec §9): the bell in the middle is the only ring target; face-up
 // tops in a circle around it; my deck and the flip button below. Space = ring, Enter = flip.
 
-import { h, sound, clock, nameOf } from './ui.js';
+import { h, sound, clock, nameOf, motion } from './ui.js';
 
 export const FRUITS = {
   strawberry: { emoji: '🍓', ko: '딸기' },
@@ -19,6 +19,37 @@ export function fruitTotals(view) {
   return totals;
 }
 
+/** Whether a view's table shows exactly five of one fruit (what a ring is judged on). */
+export function atFive(view) {
+  return Object.values(fruitTotals(view)).includes(5);
+}
+
+// "The table I was looking at" (issue #24). A ring quotes a tableVersion; the server
+// judges it against that table: the current version right or wrong, an older one late
+// ("늦었어요", no penalty). A person needs 200-600 ms from seeing a table to pressing the
+// bell, so a press that lands just after the table changed was aimed at the table before.
+// Quoting the new table then turns a correct but slower ring into a wrong one (cards lost
+// to a bot that reacted 200 ms sooner). So: a ring on a table at five quotes that table
+// (a quick correct ring stays correct); otherwise, if a table at five was on screen less
+// than REACTION_MS ago, the ring quotes that one, and the server finds it late: as at a
+// real table, your hand lands on the winner's hand, you pay nothing and win nothing. A
+// ring with no five on screen in that time stays a wrong ring. Nothing is gained by it:
+// an old version can never win cards.
+export const REACTION_MS = 600;
+
+/** Why a player went out (the `eliminated` event's reason). */
+export const OUT_REASONS = {
+  emptyDeck: '차례가 왔는데 덱에 카드가 없었어요',
+  couldNotPay: '틀린 종의 벌칙 카드를 다 낼 수 없었어요',
+  duelWrongRing: '1대1에서 종을 잘못 쳤어요',
+  strikeOut: '종을 3번 잘못 쳐서 몰수패했어요',
+};
+
+/** The knock-out message for me (`reason` null when only the view says I am out). */
+export function outText(reason) {
+  return `탈락했어요. ${OUT_REASONS[reason] || '카드를 모두 잃었어요'}`;
+}
+
 function cardFace(top) {
   if (!top) return [];
   const f = FRUITS[top.fruit] || { emoji: '?' };
@@ -31,6 +62,9 @@ export function mount(root, ctx) {
   let raf = 0;
   let feedbackTimer = 0;
   let lastBellAt = null;
+  let wasOut = false;
+  // Tables recently on screen: {version, five, until} (until = when it was replaced).
+  let shown = [];
   const seats = new Map();
   const timeLeft = h('span', { id: 'hg-time' });
   const rank = h('span', { class: 'muted', id: 'hg-rank' });
@@ -42,12 +76,14 @@ export function mount(root, ctx) {
   const flipBtn = h('button', { class: 'hg-flip', id: 'flip', disabled: true }, '뒤집기');
   const kid = h('div', { class: 'panel', id: 'hg-kid', style: 'display:none' });
   const notice = h('div', { class: 'muted', id: 'hg-notice' });
+  const outBox = h('div', { class: 'hg-out', id: 'hg-out', role: 'status', hidden: true });
   root.append(...[
     h('div', { class: 'hg-top' }, h('span', {}, '⏱ ', timeLeft), rank),
-    feedback, table,
+    feedback, outBox, table,
     ctx.act ? h('div', { class: 'hg-bottom' }, deck, flipBtn) : ctx.replay ? null : h('p', { class: 'muted' }, '관전 중이에요. 종과 뒤집기는 참가자만 할 수 있어요.'),
     notice, kid,
-    h('p', { class: 'muted' }, '스페이스 = 종, 엔터 = 뒤집기. 같은 과일이 정확히 5개면 종을 쳐요!')].filter(Boolean));
+    ctx.act ? h('p', { class: 'muted hg-rule' }, '같은 과일이 정확히 5개면 종을 쳐요!',
+      matchMedia('(hover: hover) and (pointer: fine)').matches ? h('span', { id: 'hg-keys' }, ' 스페이스 = 종, 엔터 = 뒤집기') : null) : null].filter(Boolean));
 
   const show = (text, cls, ms = 1200) => {
     feedback.textContent = text;
@@ -56,9 +92,16 @@ export function mount(root, ctx) {
     feedbackTimer = setTimeout(() => { feedback.textContent = ''; }, ms);
   };
 
+  /** The tableVersion a ring made now quotes (see REACTION_MS). */
+  const ringVersion = () => {
+    if (atFive(view)) return view.tableVersion;
+    const now = performance.now();
+    const recent = shown.filter((t) => t.version !== view.tableVersion && t.five && now - t.until <= REACTION_MS);
+    return recent.length ? recent[recent.length - 1].version : view.tableVersion;
+  };
   const ring = () => {
     if (!ctx.act || !view || bell.disabled) return;
-    ctx.act({ type: 'ring', version: view.tableVersion });
+    ctx.act({ type: 'ring', version: ringVersion() });
   };
   const flip = () => {
     if (!ctx.act || !view || !view.canFlip) return;
@@ -90,26 +133,43 @@ export function mount(root, ctx) {
     return s;
   }
 
+  /**
+   * Seats in two rows around the bell, clockwise from me at the bottom middle: the
+   * first others go from the bottom left up over the top row, the last one comes back
+   * down on the bottom right. Rows, not a circle of absolute positions, so no seat can
+   * cover the bell or another seat at any width (issue #24: the bell hid my name on
+   * phones).
+   */
   function layout(order) {
-    // Me at the bottom, the others clockwise around the bell.
     const meAt = Math.max(0, order.indexOf(ctx.me));
-    order.forEach((id, i) => {
-      const k = (i - meAt + order.length) % order.length;
-      const angle = Math.PI / 2 + (2 * Math.PI * k) / order.length;
+    const others = order.slice(meAt + 1).concat(order.slice(0, meAt));
+    const place = new Map([[order[meAt], [3, 2]]]);
+    const k = others.length;
+    const bottomLeft = k >= 4 ? others.slice(0, 1) : [];
+    const bottomRight = k >= 5 ? others.slice(-1) : [];
+    const top = others.slice(bottomLeft.length, k - bottomRight.length);
+    const cols = { 1: [2], 2: [1, 3], 3: [1, 2, 3] }[top.length] || [];
+    top.forEach((id, i) => place.set(id, [1, cols[i]]));
+    bottomLeft.forEach((id) => place.set(id, [3, 1]));
+    bottomRight.forEach((id) => place.set(id, [3, 3]));
+    for (const id of order) {
+      const [row, col] = place.get(id) || [1, 2];
       const s = seatNode(id);
-      s.el.style.left = `${50 + 38 * Math.cos(angle)}%`;
-      s.el.style.top = `${50 + 37 * Math.sin(angle)}%`;
-    });
+      s.el.style.gridRow = String(row);
+      s.el.style.gridColumn = String(col);
+    }
   }
 
   function tick() {
     raf = requestAnimationFrame(tick);
     if (!view) return;
     const now = clock.now();
-    if (view.endsAt) {
+    if (view.phase === 'countdown') {
+      timeLeft.textContent = `시작까지 ${Math.max(0, Math.ceil((view.countdownEndsAt - now) / 1000))}초`;
+    } else if (view.endsAt) {
       const left = Math.max(0, view.endsAt - now);
       timeLeft.textContent = `${Math.floor(left / 60000)}:${String(Math.floor(left / 1000) % 60).padStart(2, '0')}`;
-    } else timeLeft.textContent = view.phase === 'countdown' ? `시작까지 ${Math.max(0, Math.ceil((view.countdownEndsAt - now) / 1000))}초` : '제한 없음';
+    } else timeLeft.textContent = '제한 없음';
     for (const [id, s] of seats) {
       const turn = view.turn === id && view.phase === 'playing' && view.turnDeadline;
       s.gauge.style.display = turn ? '' : 'none';
@@ -127,6 +187,11 @@ export function mount(root, ctx) {
   raf = requestAnimationFrame(tick);
 
   function update(v, events) {
+    if (!view || view.tableVersion !== v.tableVersion) {
+      const now = performance.now();
+      if (view) shown.push({ version: view.tableVersion, five: atFive(view), until: now });
+      shown = shown.filter((t) => now - t.until <= REACTION_MS);
+    }
     view = v;
     clock.seen(v.now);
     layout(v.order);
@@ -143,8 +208,10 @@ export function mount(root, ctx) {
       s.el.classList.toggle('out', !p.active);
       s.el.classList.toggle('me', id === ctx.me);
     }
-    const standing = [...v.order].sort((a, b) => (v.players[b].deck + v.players[b].faceUpCount) - (v.players[a].deck + v.players[a].faceUpCount));
-    rank.textContent = `1위 ${nameOf(names, standing[0])} · 종 밑 ${v.pot}장`;
+    const held = (id) => v.players[id].deck + v.players[id].faceUpCount;
+    const standing = [...v.order].sort((a, b) => held(b) - held(a));
+    const tied = standing.length > 1 && held(standing[0]) === held(standing[1]);
+    rank.textContent = `${tied ? '선두 없음 (동점)' : `선두 ${nameOf(names, standing[0])} ${held(standing[0])}장`} · 종 밑 ${v.pot}장`;
     const mine = v.players[ctx.me];
     deck.textContent = mine ? `내 덱 ${mine.deck}장` : '';
     flipBtn.disabled = !v.canFlip;
@@ -159,13 +226,30 @@ export function mount(root, ctx) {
           h('span', { class: 'bar' }, h('i', { class: totals[k] === 5 ? 'five' : '', style: `width:${Math.min(100, totals[k] * 10)}%` })),
           h('b', { 'data-fruit': k }, String(totals[k]))])));
     } else kid.style.display = 'none';
+    // Knocked out: say so (and why, when the event tells), once, and keep it on screen.
+    const outEvent = (events || []).find((e) => e.type === 'eliminated' && e.player === ctx.me);
+    if (mine && !mine.active && !wasOut && !ctx.replay) {
+      wasOut = true;
+      outBox.hidden = false;
+      outBox.textContent = `${outText(outEvent?.reason)} 게임이 끝날 때까지 지켜볼 수 있어요.`;
+      ctx.onOut?.(outText(outEvent?.reason));
+    }
     for (const e of events || []) {
       if (e.type === 'bell') {
         const who = e.player === ctx.me ? '내가' : `${nameOf(names, e.player)}님이`;
         if (e.correct) { show(`땡! ${who} 맞혔어요 🎉`, 'correct'); sound.play('ding'); }
         else { show(`삐! ${who} 틀렸어요`, 'wrong'); sound.play('buzz'); if (e.player === ctx.me) sound.vibrate(200); }
         lastBellAt = v.lastBell?.at ?? lastBellAt;
-      } else if (e.type === 'flipped') sound.play('tick');
+      } else if (e.type === 'flipped') {
+        sound.play('tick');
+        motion(seats.get(e.player)?.pile, [{ transform: 'rotateY(90deg)' }, { transform: 'none' }], 220);
+      } else if (e.type === 'collected') {
+        // The cards go to the winner: their pile swells once.
+        motion(seats.get(e.player)?.pile, [{ transform: 'scale(1)' }, { transform: 'scale(1.25)', borderColor: 'var(--green)' }, { transform: 'scale(1)' }], 450);
+      } else if (e.type === 'penalty') {
+        for (const to of e.to || []) motion(seats.get(to)?.pile, [{ transform: 'translateY(-6px)' }, { transform: 'none' }], 300);
+        motion(seats.get(e.player)?.pile, [{ transform: 'translateX(-4px)' }, { transform: 'translateX(4px)' }, { transform: 'none' }], 300);
+      }
     }
     // A sync (reload) shows the last bell once if it is fresh.
     if (!events?.length && v.lastBell && v.lastBell.at !== lastBellAt && v.now - v.lastBell.at < 1500) {
@@ -177,7 +261,13 @@ export function mount(root, ctx) {
   return {
     update,
     names(n) { names = n; },
-    reject(msg) { if (msg.code === 'late') show('늦었어요', 'late', 900); },
+    reject(msg) {
+      if (msg.code !== 'late') return;
+      // Who was quicker, when the last bell was a correct one by someone else.
+      const b = view?.lastBell;
+      const by = b && b.correct && b.player !== ctx.me && clock.now() - b.at < 3000 ? ` · ${nameOf(names, b.player)}님이 먼저 쳤어요` : '';
+      show(`늦었어요${by}`, 'late', 1500);
+    },
     destroy() { cancelAnimationFrame(raf); window.removeEventListener('keydown', onKey); clearTimeout(feedbackTimer); },
   };
 }

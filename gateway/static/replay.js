@@ -1,5 +1,6 @@
 // Replay viewer for my finished games: the first view plus one RFC 6902 patch per scene,
-// shown on the game's own board (read-only). ⏮ ◀ ▶/⏸ ▶ ⏭, a slider, ←/→/Home/End.
+// shown on the game's own board, read-only (no action can be sent from it). ⏮ ◀
+// 재생/멈춤 ▶ ⏭, a slider, ←/→/Home/End.
 
 import { h, nameOf } from './ui.js';
 import { api, replayScenes } from './net.js';
@@ -31,7 +32,7 @@ export async function showReplay(app, gamePk, { me, boards, gameName }) {
   const label = h('div', { class: 'rp-label', id: 'rp-label' });
   const stepText = h('div', { class: 'rp-step', id: 'rp-step' });
   const slider = h('input', { type: 'range', class: 'rp-slider', id: 'rp-slider', min: 0, max: total - 1, value: 0, 'aria-label': '장면' });
-  const playBtn = h('button', { id: 'rp-play', title: '재생/일시정지' }, '▶');
+  const playBtn = h('button', { id: 'rp-play', title: '재생/일시정지' }, '재생');
   const btn = (id, text, title, fn) => h('button', { id, title, class: 'sec', onclick: fn }, text);
   const mod = boards[game];
   const board = mod ? mod.mount(boardNode, { me, names, act: null, replay: true }) : { update() {}, destroy() {} };
@@ -44,16 +45,18 @@ export async function showReplay(app, gamePk, { me, boards, gameName }) {
     const step = rep.steps?.[at];
     const t0 = rep.steps?.[0]?.at ?? 0;
     const who = step?.actor ? nameOf(names, step.actor) : '';
-    const what = !step || step.kind === 'start' ? '시작' : step.kind === 'player' ? `${who}님의 행동` : who ? `${who}님 (자동)` : '서버 (시간·자동)';
+    // `auto` steps are the server's: a move for someone whose time ran out, or the
+    // game's own clock (a Halli Galli flip, a ring judged, the time limit).
+    const what = !step || step.kind === 'start' ? '게임 시작' : step.kind === 'player' ? `${who}님의 차례` : who ? `${who}님 (시간이 지나 자동으로)` : '자동 진행';
     stepText.textContent = step ? `${what} · +${((step.at - t0) / 1000).toFixed(1)}초` : '';
     board.update(views[at], [], 'sync');
     if (at === total - 1) pause();
   };
-  const pause = () => { playing = false; clearInterval(timer); playBtn.textContent = '▶'; };
+  const pause = () => { playing = false; clearInterval(timer); playBtn.textContent = '재생'; };
   const play = () => {
     if (at === total - 1) go(0);
     playing = true;
-    playBtn.textContent = '⏸';
+    playBtn.textContent = '멈춤';
     timer = setInterval(() => go(at + 1), 700);
   };
   playBtn.addEventListener('click', () => (playing ? pause() : play()));
@@ -66,14 +69,15 @@ export async function showReplay(app, gamePk, { me, boards, gameName }) {
   window.addEventListener('keydown', onKey);
 
   app.replaceChildren(
-    h('div', { class: 'row' }, h('h2', { class: 'grow' }, `다시보기 · ${gameName(game)}`), h('a', { href: '#/' }, '로비로')),
+    h('div', { class: 'row' }, h('h2', { class: 'grow' }, `다시보기 · ${gameName(game)}`),
+      h('a', { href: '#/', class: 'btn-link' }, h('button', { class: 'sec', id: 'to-lobby', tabindex: -1 }, '← 로비로'))),
     h('div', { class: 'panel' },
       label,
       h('div', { class: 'rp-controls' },
         btn('rp-first', '⏮', '처음', () => { pause(); go(0); }),
-        btn('rp-prev', '◀', '이전', () => { pause(); go(at - 1); }),
+        btn('rp-prev', '◀', '이전 장면', () => { pause(); go(at - 1); }),
         playBtn,
-        btn('rp-next', '▶▶', '다음', () => { pause(); go(at + 1); }),
+        btn('rp-next', '▶', '다음 장면', () => { pause(); go(at + 1); }),
         btn('rp-last', '⏭', '마지막', () => { pause(); go(total - 1); })),
       slider, stepText),
     boardNode);

@@ -27,6 +27,11 @@ export function toast(text) {
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => el.classList.remove('show'), 2200);
 }
+/** Hides a toast at once (a new page must not show the last page's message). */
+toast.clear = () => {
+  clearTimeout(toastTimer);
+  document.getElementById('toast')?.classList.remove('show');
+};
 
 // Sound: a few WebAudio beeps; muted state survives reloads.
 let audio = null;
@@ -78,4 +83,11 @@ export function withNames(text, names) {
   let out = text || '';
   for (const [id, name] of Object.entries(names)) out = out.split(id).join(isolate(name));
   return out;
+}
+
+const reduced = matchMedia('(prefers-reduced-motion: reduce)');
+/** A short Web Animation, skipped when the player asked for less motion. */
+export function motion(el, frames, ms) {
+  if (!el || reduced.matches || !el.animate) return;
+  el.animate(frames, { duration: ms, easing: 'ease-out' });
 }
