@@ -150,6 +150,9 @@ async function halliGalli() {
   const page = await newPage();
   await login(page, '도윤', '01-login');
   await shot(page, '02-lobby');
+  await page.locator('#opts summary').click();
+  await fitsAndApart(page, '#opts label.opt > *', 'the lobby options');
+  await shot(page, '02b-lobby-options');
   // One-on-one with a bot; a wrong ring costs a card at once (no lock), so ringing wrongly
   // on purpose knocks me out. Nothing the bot does can end the game early: its wrong
   // rings only give me cards (no duelWrongLoses: a bot's random mistake used to end the
@@ -468,6 +471,8 @@ async function tally() {
  */
 async function fitsAndApart(page, sel, what) {
   const { width, boxes, pairs } = await page.$$eval(sel, (all) => {
+    // Where things rest, not where a short effect (a flip, a bounce) has them for now.
+    for (const a of document.getAnimations()) if (!(a instanceof CSSAnimation)) a.finish();
     const els = all.filter((e) => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && getComputedStyle(e).visibility !== 'hidden'; });
     const label = (e) => `${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${[...e.classList].join('.')} "${(e.textContent || '').trim().slice(0, 24)}"`;
     const rect = (e) => { const r = e.getBoundingClientRect(); return { x: r.x, y: r.y, w: r.width, h: r.height, label: label(e) }; };

@@ -4,7 +4,7 @@
 // the others'), and a move the server made for someone whose time ran out says so.
 // Read-only (no controls) in replays and for spectators.
 
-import { h, nameOf, clock, motion } from './ui.js';
+import { h, nameOf, clock, motion, avatar } from './ui.js';
 
 export const KINDS = {
   cockroach: { emoji: '🪳', ko: '바퀴벌레' },
@@ -85,7 +85,7 @@ export function mount(root, ctx) {
       disabled: !readOnly && choosingTarget && !targetOk(id),
       onclick: () => { if (choosingTarget && targetOk(id)) { pick.to = id; render(); } },
     },
-    h('div', { class: 'name' }, nameOf(names, id), v.starter === id && !v.holder ? ' ✋' : '', v.holder === id ? ' 🃏' : '', v.loser === id ? ' 😵' : ''),
+    h('div', { class: 'name' }, avatar(id, names[id]), nameOf(names, id), v.starter === id && !v.holder ? ' ✋' : '', v.holder === id ? ' 🃏' : '', v.loser === id ? ' 😵' : ''),
     h('div', { class: 'muted' }, `손패 ${v.handCounts[id]}장`, waiting === id && deadline ? countdown(deadline, ' · ⏱ ', { class: 'opp-clock' }) : null),
     badges(v.fronts[id], v.loseCount)));
 

@@ -1,14 +1,31 @@
 // Halli Galli board (spec §9): the bell in the middle is the only ring target; face-up
 // tops in a circle around it; my deck and the flip button below. Space = ring, Enter = flip.
 
-import { h, sound, clock, nameOf, motion } from './ui.js';
+import { h, sound, clock, nameOf, motion, reducedMotion, avatar } from './ui.js';
 
-export const FRUITS = {
-  strawberry: { emoji: '🍓', ko: '딸기' },
-  banana: { emoji: '🍌', ko: '바나나' },
-  lime: { emoji: '🍈', ko: '라임' },
-  plum: { emoji: '🫐', ko: '자두' },
+// The card art ships with the client (issue #24): emoji differ by platform (🫐 draws
+// several berries, which makes "exactly five" ambiguous; there is no lime emoji) and
+// are missing without an emoji font. One small SVG per fruit, one drawing per fruit
+// on the card, so a count reads the same everywhere.
+const SVG = {
+  strawberry: '<path d="M10 18c-4-2.5-7-6-7-9.5C3 6 5 5 10 5s7 1 7 3.5C17 12 14 15.5 10 18z" fill="#e0302f"/><path d="M6 5.5 10 3l4 2.5-4 1.5z" fill="#2e9d48"/><circle cx="8" cy="10" r=".7" fill="#ffd"/><circle cx="12" cy="10" r=".7" fill="#ffd"/><circle cx="10" cy="13" r=".7" fill="#ffd"/>',
+  banana: '<path d="M3 6c1 7 7 11 14 9l1-2c-6 1.5-11-2-12.5-8z" fill="#f5c518" stroke="#b08a00" stroke-width=".8"/><path d="M3 6 2.5 4.5" stroke="#6b4b2a" stroke-width="1.4"/>',
+  lime: '<circle cx="10" cy="10" r="7.5" fill="#6cbf2e"/><circle cx="10" cy="10" r="5.5" fill="#c8ef8a"/><path d="M10 4.5v11M4.5 10h11M6 6l8 8M14 6l-8 8" stroke="#6cbf2e" stroke-width=".8"/>',
+  plum: '<circle cx="10" cy="11" r="7" fill="#7b3f9e"/><ellipse cx="7.5" cy="8.5" rx="1.6" ry="1" fill="#b98bd6"/><path d="M10 4c0-1.5 1-2.5 3-2.5-.3 1.8-1.4 2.6-3 2.5z" fill="#2e9d48"/>',
 };
+export const FRUITS = {
+  strawberry: { ko: '딸기' },
+  banana: { ko: '바나나' },
+  lime: { ko: '라임' },
+  plum: { ko: '자두' },
+};
+
+/** One fruit drawing (static SVG markup, no user data in it). */
+export function fruitIcon(fruit) {
+  const el = h('span', { class: `fruit f-${fruit}`, 'aria-hidden': 'true' });
+  el.innerHTML = `<svg viewBox="0 0 20 20" width="18" height="18">${SVG[fruit] || ''}</svg>`;
+  return el;
+}
 
 /** Fruit totals over the face-up tops: public information (kid mode bars). */
 export function fruitTotals(view) {
@@ -52,8 +69,7 @@ export function outText(reason) {
 
 function cardFace(top) {
   if (!top) return [];
-  const f = FRUITS[top.fruit] || { emoji: '?' };
-  return Array.from({ length: top.count }, () => h('span', {}, f.emoji));
+  return Array.from({ length: top.count }, () => fruitIcon(top.fruit));
 }
 
 export function mount(root, ctx) {
@@ -192,6 +208,16 @@ export function mount(root, ctx) {
       if (view) shown.push({ version: view.tableVersion, five: atFive(view), until: now });
       shown = shown.filter((t) => now - t.until <= REACTION_MS);
     }
+    // The cards fly to the ring's winner: copies of the tops, taken before they go.
+    const won = (events || []).find((e) => e.type === 'collected');
+    const flying = won && view ? [...seats.entries()].filter(([id]) => view.players?.[id]?.top).map(([, st]) => {
+      const r = st.pile.getBoundingClientRect();
+      // Inside a seat-classed box of its own, so the pile keeps its card look.
+      const copy = h('div', { class: 'hg-flying', 'aria-hidden': 'true' }, st.pile.cloneNode(true));
+      Object.assign(copy.style, { position: 'fixed', left: `${r.left}px`, top: `${r.top}px`, width: `${r.width}px`, pointerEvents: 'none', zIndex: '10' });
+      copy.firstChild.style.margin = '0';
+      return copy;
+    }) : [];
     view = v;
     clock.seen(v.now);
     layout(v.order);
@@ -199,9 +225,12 @@ export function mount(root, ctx) {
       const p = v.players[id];
       const s = seatNode(id);
       s.name.replaceChildren(
+        avatar(id, names[id]),
         p.rttBand ? h('span', { class: `rtt ${p.rttBand}`, title: p.rtt != null ? `${p.rtt}ms` : '' }) : '',
         nameOf(names, id) + (id === ctx.me ? ' (나)' : ''));
       s.pile.replaceChildren(s.gauge, ...cardFace(p.top));
+      s.pile.title = p.top ? `${FRUITS[p.top.fruit]?.ko || p.top.fruit} ${p.top.count}개` : '빈 자리';
+      s.pile.setAttribute('aria-label', s.pile.title);
       s.pile.classList.toggle('empty', !p.top);
       s.stats.textContent = `덱 ${p.deck} · 공개 ${p.faceUpCount}${p.locked ? ' · 🔒' : ''}`;
       s.el.classList.toggle('turn', v.turn === id && v.phase === 'playing');
@@ -222,7 +251,7 @@ export function mount(root, ctx) {
       kid.style.display = '';
       kid.replaceChildren(h('div', { class: 'cp-step' }, '5개가 되면 종을 쳐요'),
         h('div', { class: 'hg-kid' }, Object.entries(FRUITS).flatMap(([k, f]) => [
-          h('span', {}, `${f.emoji} ${f.ko}`),
+          h('span', {}, fruitIcon(k), ` ${f.ko}`),
           h('span', { class: 'bar' }, h('i', { class: totals[k] === 5 ? 'five' : '', style: `width:${Math.min(100, totals[k] * 10)}%` })),
           h('b', { 'data-fruit': k }, String(totals[k]))])));
     } else kid.style.display = 'none';
@@ -233,6 +262,18 @@ export function mount(root, ctx) {
       outBox.hidden = false;
       outBox.textContent = `${outText(outEvent?.reason)} 게임이 끝날 때까지 지켜볼 수 있어요.`;
       ctx.onOut?.(outText(outEvent?.reason));
+    }
+    const target = won && seats.get(won.player)?.pile;
+    if (target && flying.length && !reducedMotion()) {
+      const to = target.getBoundingClientRect();
+      for (const copy of flying) {
+        document.body.append(copy);
+        const dx = to.left - parseFloat(copy.style.left);
+        const dy = to.top - parseFloat(copy.style.top);
+        const a = copy.animate([{ transform: 'none', opacity: 1 }, { transform: `translate(${dx}px, ${dy}px) scale(.6)`, opacity: 0.2 }], { duration: 450, easing: 'ease-in' });
+        a.onfinish = () => copy.remove();
+        a.oncancel = () => copy.remove();
+      }
     }
     for (const e of events || []) {
       if (e.type === 'bell') {

@@ -86,8 +86,19 @@ export function withNames(text, names) {
 }
 
 const reduced = matchMedia('(prefers-reduced-motion: reduce)');
+/** Whether the player asked for less motion. */
+export const reducedMotion = () => reduced.matches;
 /** A short Web Animation, skipped when the player asked for less motion. */
 export function motion(el, frames, ms) {
   if (!el || reduced.matches || !el.animate) return;
   el.animate(frames, { duration: ms, easing: 'ease-out' });
+}
+
+const AVATAR_COLOURS = ['#ff8c1a', '#2f6fd6', '#2e9d48', '#c2417a', '#7b3f9e', '#00897b', '#8d6e63', '#d8342c'];
+/** A round avatar: the name's first letter on a colour picked from the player's id. */
+export function avatar(id, name) {
+  let hash = 0;
+  for (const c of String(id)) hash = (hash * 31 + c.codePointAt(0)) >>> 0;
+  const first = [...String(name || '?').trim()][0] || '?';
+  return h('span', { class: 'avatar', 'aria-hidden': 'true', style: `background:${AVATAR_COLOURS[hash % AVATAR_COLOURS.length]}` }, first);
 }

@@ -127,6 +127,11 @@ impl HalliGalliOptions {
 
 pub fn meta() -> Vec<OptionMeta> {
     vec![
+        // First: with bots in the room it matters most for how the game feels.
+        OptionMeta::new("botLevel", "봇 난이도", json!("normal"))
+            .choice(json!("easy"), "쉬움 (느긋한 봇)")
+            .choice(json!("normal"), "보통")
+            .choice(json!("hard"), "어려움 (빠른 봇)"),
         OptionMeta::new("endMode", "종료 방식", json!("lastStanding"))
             .choice(json!("lastStanding"), "마지막 한 명이 남을 때까지")
             .choice(json!("official"), "2명 남으면 다음 종에서 종료(원작 규칙)"),
@@ -161,9 +166,5 @@ pub fn meta() -> Vec<OptionMeta> {
         OptionMeta::on_off("strikeOut", "틀린 종 3번이면 몰수패", false),
         OptionMeta::on_off("penaltyEscalation", "틀릴 때마다 벌칙 장수 증가", false),
         OptionMeta::on_off("wrongToPot", "벌칙 카드는 종 밑으로", false),
-        OptionMeta::new("botLevel", "봇 난이도", json!("normal"))
-            .choice(json!("easy"), "쉬움 (느긋한 봇)")
-            .choice(json!("normal"), "보통")
-            .choice(json!("hard"), "어려움 (빠른 봇)"),
     ]
 }
