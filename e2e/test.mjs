@@ -158,6 +158,9 @@ async function halliGalli() {
   // rings only give me cards (no duelWrongLoses: a bot's random mistake used to end the
   // game before the reload step, the flaky failures).
   const room = await createRoom(page, 'halli-galli', { wrongRingLockoutMs: 0, flipGuardMs: 400 });
+  // Alone in the room: 시작 is disabled, and the page says why.
+  assert.ok(await page.locator('#start').isDisabled());
+  assert.match(await page.textContent('#start-hint'), /2명부터 시작할 수 있어요/);
   await addBotsAndStart(page, 1, '03-hg-waiting-room');
   await until('playing', async () => (await view(page))?.phase === 'playing', 15000);
 
@@ -330,7 +333,11 @@ async function cockroachPoker() {
   const page = await newPage();
   await login(page, '서연');
   await createRoom(page, 'cockroach-poker', {});
-  await addBotsAndStart(page, 2, '10-cp-waiting-room');
+  // The host can take a bot out again.
+  await addBotsAndStart(page, 3, null, false);
+  await page.click('#seats li:last-child .remove-bot');
+  await page.waitForFunction(() => document.querySelectorAll('#seats li').length === 3);
+  await addBotsAndStart(page, 0, '10-cp-waiting-room');
   await page.waitForSelector('#opponents');
   await boardApartAtBothSizes(page, 'cockroach-poker', 'the cockroach poker board', PHONE);
   await shot(page, '11-cp-board');
