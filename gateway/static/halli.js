@@ -195,8 +195,13 @@ export function mount(root, ctx) {
     if (mine && mine.lockedUntil && mine.lockedUntil > now) {
       bell.disabled = true;
       lockText.textContent = `🔒 ${((mine.lockedUntil - now) / 1000).toFixed(1)}초`;
+      // The lock's round timer around the bell (spec §9), emptying as the lock runs out.
+      const total = view.options?.wrongRingLockoutMs || 1000;
+      bell.classList.add('locked');
+      bell.style.setProperty('--l', String(Math.max(0, Math.min(1, (mine.lockedUntil - now) / total))));
     } else {
       lockText.textContent = '';
+      bell.classList.remove('locked');
       bell.disabled = !ctx.act || !view.canRing && !(mine && mine.active && view.phase === 'playing' && (!mine.lockedUntil || mine.lockedUntil <= now) && !(view.ringWindow?.rang || []).includes(ctx.me));
     }
   }
