@@ -168,7 +168,7 @@ async function halliGalli() {
   const bell = await page.locator('#bell').boundingBox();
   assert.ok(bell.width >= Math.max(120, PHONE.width * 0.4), `bell is ${bell.width}px wide`);
   assert.equal(await page.locator('.hg-seat').count(), 2);
-  await boardApartAtBothSizes(page, 'halli-galli', 'the halli galli board', PHONE);
+  await boardApartAtBothSizes(page, 'halli-galli', 'the halli galli board', PHONE, '04-hg-board-at');
 
   // Flip by keyboard (Enter) on my turn, then by clicking on my next turn.
   for (const how of ['key', 'click']) {
@@ -332,14 +332,16 @@ async function quickCockroachMove(page, v, myId) {
 async function cockroachPoker() {
   const page = await newPage();
   await login(page, '서연');
-  await createRoom(page, 'cockroach-poker', {});
+  // Three of a kind loses ("짧은 게임"): bots think 0.9-2.7 s a move, so a longer game
+  // would take minutes to play to the end.
+  await createRoom(page, 'cockroach-poker', { loseCount: 3 });
   // The host can take a bot out again.
   await addBotsAndStart(page, 3, null, false);
   await page.click('#seats li:last-child .remove-bot');
   await page.waitForFunction(() => document.querySelectorAll('#seats li').length === 3);
   await addBotsAndStart(page, 0, '10-cp-waiting-room');
   await page.waitForSelector('#opponents');
-  await boardApartAtBothSizes(page, 'cockroach-poker', 'the cockroach poker board', PHONE);
+  await boardApartAtBothSizes(page, 'cockroach-poker', 'the cockroach poker board', PHONE, '11-cp-board-at');
   await shot(page, '11-cp-board');
   const myId = await me(page);
   const done = { offer: 0, pass: 0, call: 0, greyed: false, games: 1 };
@@ -508,11 +510,12 @@ const BOARD_PARTS = {
 };
 
 /** The board's labelled parts are apart at 390×844 and 1280×800; back to `back` after. */
-async function boardApartAtBothSizes(page, game, what, back) {
+async function boardApartAtBothSizes(page, game, what, back, shotName) {
   for (const size of SIZES) {
     await page.setViewportSize(size);
     await page.waitForTimeout(150); // a frame or two for the layout and the gauges
     await fitsAndApart(page, BOARD_PARTS[game], `${what} (${size.width}×${size.height})`);
+    if (shotName) await shot(page, `${shotName}-${size.width}`);
   }
   await page.setViewportSize(back);
 }

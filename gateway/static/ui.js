@@ -19,16 +19,22 @@ export function h(tag, attrs, ...children) {
 }
 
 let toastTimer = 0;
+let toastAt = 0;
 export function toast(text) {
   const el = document.getElementById('toast');
   if (!el) return;
+  toastAt = Date.now();
   el.textContent = text;
   el.classList.add('show');
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => el.classList.remove('show'), 2200);
 }
-/** Hides a toast at once (a new page must not show the last page's message). */
+/**
+ * Hides a toast when a new page opens: the last page's message is stale there. One
+ * shown just now (the reason for this very navigation, e.g. "없는 방이에요") stays.
+ */
 toast.clear = () => {
+  if (Date.now() - toastAt < 400) return;
   clearTimeout(toastTimer);
   document.getElementById('toast')?.classList.remove('show');
 };
