@@ -23,7 +23,7 @@ const HURRY_S = 5;
 function badges(front, loseCount) {
   return h('div', { class: 'badges' }, Object.entries(front || {}).filter(([, n]) => n > 0).map(([k, n]) =>
     h('span', {
-      class: `badge ${n >= loseCount - 1 ? 'danger' : n >= 3 ? 'warn' : ''}`,
+      class: `badge ${n >= loseCount - 1 ? 'danger' : n >= Math.max(2, loseCount - 2) ? 'warn' : ''}`,
       title: n >= loseCount - 1 ? `${loseCount}장 모이면 져요!` : '',
       'data-kind': k,
     }, `${KINDS[k]?.emoji || k} ${n}`)));
@@ -173,7 +173,8 @@ export function mount(root, ctx) {
       center,
       controls,
       hand ? h('div', { class: 'panel' }, h('h3', {}, `내 손패 ${v.hand.length}장`, ' ', h('span', { class: 'muted' }, badges(v.fronts[me], v.loseCount))), hand) : null,
-      h('p', { class: 'cp-help' }, `같은 벌레 ${v.loseCount}장 모이면 져요. 노란 배지는 3장째, 빨간 배지는 한 장만 더 오면 져요.`));
+      h('p', { class: 'cp-help' }, `같은 벌레 ${v.loseCount}장 모이면 져요.`,
+        v.loseCount - 2 >= 2 ? ` 노란 배지는 ${v.loseCount - 2}장째,` : '', ' 빨간 배지는 한 장만 더 오면 져요.'));
     tickClocks();
   };
 
