@@ -2,7 +2,7 @@
 //! activation of rooms it should own, and the bus loop that connects gateways on other
 //! nodes to the rooms here (and rooms here to sessions there).
 
-use crate::cluster::bus::{self, Envelope, NodeCmd, OpError, Publisher, Reply, RoomCmd};
+use crate::cluster::bus::{self, Envelope, NodeCmd, Publisher, Reply, RoomCmd};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
@@ -13,8 +13,8 @@ use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
 use crate::messages::{
-    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RoomOpError, RttSample, SessionId, Start, Subscribe,
-    TakeSeat, ToClient, Unsubscribe,
+    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, SessionId, Start, Subscribe, TakeSeat,
+    ToClient, Unsubscribe,
 };
 use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
@@ -119,8 +119,9 @@ impl GameVisitor for Restore {
     }
 }
 
-fn op_error(e: RoomOpError) -> OpError {
-    OpError { status: e.status, code: e.code.to_owned(), reason: e.reason.to_owned() }
+/// An answer as JSON text for a bus reply (room info and views always serialize).
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 impl ClusterNode {
@@ -345,34 +346,29 @@ impl ClusterNode {
         }
     }
 
-    /// Sends `cmd` for `room` to `node` and waits for its reply.
+    /// Sends `cmd` for `room` to `node` and waits for its reply (`NotHere` when it cannot
+    /// be reached or does not answer in time).
     pub async fn request(&self, node: &str, room: &str, make: impl FnOnce(u64) -> RoomCmd) -> Reply {
-        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.insert(req, tx);
-        }
-        let envelope = Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd: make(req) };
-        let reply = match self.publisher.send(node, &envelope).await {
-            Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
-            Err(_) => None,
-        };
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(&req);
-        }
-        reply.unwrap_or(Reply::NotHere)
+        let from = self.id().to_owned();
+        self.ask(node, |req| Envelope::Room { room: room.to_owned(), from, cmd: make(req) }).await
     }
 
     /// Sends a node command to `node` and waits for its reply (`NotHere` when it cannot
     /// be reached or does not answer in time).
     pub async fn request_node(&self, node: &str, make: impl FnOnce(u64) -> NodeCmd) -> Reply {
+        let from = self.id().to_owned();
+        self.ask(node, |req| Envelope::Node { from, cmd: make(req) }).await
+    }
+
+    /// Publishes the envelope `make` builds for a fresh request id and waits for the
+    /// reply to that id.
+    async fn ask(&self, node: &str, make: impl FnOnce(u64) -> Envelope) -> Reply {
         let req = self.next_req.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut pending) = self.pending.lock() {
             pending.insert(req, tx);
         }
-        let envelope = Envelope::Node { from: self.id().to_owned(), cmd: make(req) };
-        let reply = match self.publisher.send(node, &envelope).await {
+        let reply = match self.publisher.send(node, &make(req)).await {
             Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
             Err(_) => None,
         };
@@ -439,24 +435,12 @@ impl ClusterNode {
                 }
                 RoomCmd::Act { session, cs, .. } => {
                     if let Some(out) = self.remote_out(from, session) {
-                        let text = wire::error(
-                            "room_unavailable",
-                            "잠시 후 같은 요청을 다시 보내 주세요",
-                            Some(room),
-                            Some(cs),
-                        );
-                        let _ = out.try_send(ToClient { text: text.into(), close: false });
+                        let _ = out.try_send(ToClient { text: wire::resend(room, Some(cs)).into(), close: false });
                     }
                 }
                 RoomCmd::Subscribe { session, .. } => {
                     if let Some(out) = self.remote_out(from, session) {
-                        let text = wire::error(
-                            "room_moved",
-                            "방이 다른 서버로 옮겨졌어요. 다시 접속해 주세요",
-                            Some(room),
-                            None,
-                        );
-                        let _ = out.try_send(ToClient { text: text.into(), close: false });
+                        let _ = out.try_send(ToClient { text: wire::room_moved(room).into(), close: false });
                     }
                 }
                 RoomCmd::Unsubscribe { .. } | RoomCmd::Rtt { .. } => {}
@@ -497,21 +481,21 @@ impl ClusterNode {
             }
             RoomCmd::Info { req } => {
                 let reply = match handle.info.send(GetInfo).await {
-                    Ok(info) => Reply::Info(serde_json::to_string(&info).unwrap_or_default()),
+                    Ok(info) => Reply::Info(json(&info)),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
             }
             RoomCmd::TakeSeat { req, user, name, bot } => {
                 let reply = match handle.take_seat.send(TakeSeat { user: PlayerId::from(user), name, bot }).await {
-                    Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
             }
             RoomCmd::LeaveSeat { req, user } => {
                 let reply = match handle.leave_seat.send(LeaveSeat { user: PlayerId::from(user) }).await {
-                    Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
@@ -519,35 +503,35 @@ impl ClusterNode {
             RoomCmd::RemoveSeat { req, by, user } => {
                 let msg = RemoveSeat { by: PlayerId::from(by), user: PlayerId::from(user) };
                 let reply = match handle.remove_seat.send(msg).await {
-                    Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
             }
             RoomCmd::Start { req, user } => {
                 let reply = match handle.start.send(Start { user: PlayerId::from(user) }).await {
-                    Ok(r) => Reply::Start(r.map_err(op_error)),
+                    Ok(r) => Reply::Start(r),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
             }
             RoomCmd::Close { req, reason } => {
                 let reply = match handle.close.send(Close { reason }).await {
-                    Ok(r) => Reply::Admin(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Ok(r) => Reply::Admin(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
             }
             RoomCmd::Kick { req, user, reason } => {
                 let reply = match handle.kick.send(Kick { user: PlayerId::from(user), reason }).await {
-                    Ok(r) => Reply::Admin(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
+                    Ok(r) => Reply::Admin(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
             }
             RoomCmd::Inspect { req } => {
                 let reply = match handle.inspect.send(Inspect).await {
-                    Ok(view) => Reply::Admin(Ok(serde_json::to_string(&view).unwrap_or_default())),
+                    Ok(view) => Reply::Admin(Ok(json(&view))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply).await;
