@@ -118,7 +118,7 @@ pub fn self_stats(state: &AppState) -> Value {
     json!({
         "address": state.admin.addr.get(),
         "rooms": state.room_deps.directory.len(),
-        "sockets": state.live_sessions.lock().map(|l| l.len()).unwrap_or(0),
+        "sockets": state.sessions.len(),
         "version": env!("CARGO_PKG_VERSION"),
         "at": now_ms(state),
     })

@@ -65,9 +65,3 @@ impl From<RoomOpError> for ApiError {
         ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), &e.code, e.reason)
     }
 }
-
-impl From<actix::MailboxError> for ApiError {
-    fn from(_: actix::MailboxError) -> ApiError {
-        ApiError::unavailable()
-    }
-}

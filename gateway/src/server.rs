@@ -4,7 +4,6 @@
 use crate::auth::Auth;
 use crate::config::{Settings, StoreKind};
 use crate::limits::AddrLimits;
-use crate::state::Drain;
 pub use crate::state::{AppState, GatewayMetrics};
 use crate::{admin, api, http_metrics, ws};
 use actix_web::dev::Server;
@@ -13,9 +12,11 @@ use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
 use room_actor::cluster::failover::FailoverMetrics;
 use room_actor::cluster::node::{ClusterConfig, ClusterNode};
+use room_actor::messages::Drain;
 use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
 use room_actor::room::Clock;
+use room_actor::sessions::Sessions;
 use room_actor::RedisStore;
 use room_actor::{Directory, FileStore, MemoryStore, RoomDeps, RoomStore, Rooms};
 use std::net::SocketAddr;
@@ -163,6 +164,7 @@ impl AppState {
             _ => None,
         };
         let rooms = Rooms::new(node_id.clone(), directory, cluster.clone());
+        let open_sessions = cluster.as_ref().map_or_else(|| Arc::new(Sessions::new()), |c| c.sessions().clone());
         let drain_request = cluster.as_ref().map_or_else(Default::default, |c| c.drain_request.clone());
         // Session ids are unique across nodes: a random high half per process.
         let session_base = u64::from(uuid::Uuid::new_v4().as_u128() as u32) << 32;
@@ -183,7 +185,7 @@ impl AppState {
             draining: AtomicBool::new(false),
             next_session: AtomicU64::new(session_base + 1),
             sockets: std::sync::Mutex::new(std::collections::HashMap::new()),
-            live_sessions: std::sync::Mutex::new(std::collections::HashMap::new()),
+            sessions: open_sessions,
             replays: ReplayCache::new(Duration::from_secs(600), 32),
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
             closed_since_trim: AtomicU64::new(0),
@@ -335,13 +337,11 @@ pub async fn drain(state: &AppState) {
     if let Some(cluster) = &state.cluster {
         cluster.hand_over_all(grace / 2).await;
     }
-    let sessions: Vec<actix::Recipient<Drain>> =
-        state.live_sessions.lock().map(|l| l.values().cloned().collect()).unwrap_or_default();
-    for session in sessions {
+    for session in state.sessions.drains() {
         session.do_send(Drain);
     }
     let deadline = tokio::time::Instant::now() + grace / 2;
-    while tokio::time::Instant::now() < deadline && state.live_sessions.lock().map(|l| !l.is_empty()).unwrap_or(false) {
+    while tokio::time::Instant::now() < deadline && !state.sessions.is_empty() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     if let Some(cluster) = &state.cluster {

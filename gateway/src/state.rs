@@ -8,12 +8,12 @@ use crate::config::Settings;
 use crate::error::ApiError;
 use crate::http_metrics::HttpMetrics;
 use crate::limits::AddrLimits;
-use actix::prelude::*;
 use actix_web::dev::Payload;
 use actix_web::{web, FromRequest, HttpRequest};
 use prometheus::{IntCounter, IntGauge, Registry};
 use room_actor::cluster::node::ClusterNode;
 use room_actor::replay::ReplayCache;
+use room_actor::sessions::Sessions;
 use room_actor::{FileStore, RoomDeps, RoomStore, Rooms};
 use std::future::{ready, Ready};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -45,8 +45,9 @@ pub struct AppState {
     /// Set on SIGTERM: `/readyz` answers 503 and no rooms are created.
     pub draining: AtomicBool,
     pub next_session: AtomicU64,
-    /// Every open WebSocket session (drain closes them with 1012).
-    pub live_sessions: std::sync::Mutex<std::collections::HashMap<u64, Recipient<Drain>>>,
+    /// Every open WebSocket session (drain closes them with 1012); in cluster mode the
+    /// same registry the cluster node delivers remote rooms' frames through.
+    pub sessions: Arc<Sessions>,
     /// Open sockets per user (the per-user cap).
     pub sockets: std::sync::Mutex<std::collections::HashMap<engine::PlayerId, usize>>,
     /// Rebuilt replays (10 minutes, 32 entries).
@@ -66,12 +67,6 @@ pub struct AppState {
     /// Notified to drain the node as SIGTERM does (the admin API, locally or over the bus).
     pub drain_request: Arc<tokio::sync::Notify>,
 }
-
-/// The node drains: a session closes with 1012 so its client reconnects (to another
-/// node).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Drain;
 
 impl AppState {
     /// Takes one of `user`'s socket slots; `false` when they already use them all.

@@ -7,15 +7,16 @@
 //! client messages and routes them to rooms. Rooms answer through `ToClient`.
 
 use crate::protocol::{parse, ClientMsg};
-use crate::state::{AppState, Drain};
+use crate::state::AppState;
 use actix::fut;
 use actix::prelude::*;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
 use engine::PlayerId;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use room_actor::messages::{SessionId, ToClient};
+use room_actor::messages::{Drain, SessionId, ToClient};
 use room_actor::room_ref::{Caller, Lookup, Missing, RouteLost};
+use room_actor::sessions::Session;
 use room_actor::{wire, RoomRef};
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -47,7 +48,7 @@ pub async fn upgrade(
     if let Err(e) = state.limits.check(crate::limits::Kind::Socket, &req) {
         return Ok(e.into_response());
     }
-    let open = state.live_sessions.lock().map(|l| l.len()).unwrap_or(0);
+    let open = state.sessions.len();
     if open >= state.settings.http.max_connections {
         info!(open, "WebSocket refused: node at http.max_connections");
         let mut err = crate::error::ApiError::new(
@@ -389,9 +390,9 @@ impl Actor for WsSession {
             out: ctx.address().recipient(),
             lost: ctx.address().recipient(),
         });
-        if let Ok(mut live) = self.state.live_sessions.lock() {
-            live.insert(self.id.0, ctx.address().recipient());
-        }
+        self.state
+            .sessions
+            .insert(self.id.0, Session { out: ctx.address().recipient(), drain: ctx.address().recipient() });
         self.state.metrics.sessions.inc();
         let interval = Duration::from_secs(self.state.settings.ws.heartbeat_s.max(1));
         ctx.run_interval(interval, |act, ctx| act.heartbeat(ctx));
@@ -402,8 +403,8 @@ impl Actor for WsSession {
             ctx.text(wire::error("token_expired", "로그인이 만료됐어요. 다시 로그인해 주세요", None, None));
             act.close_with(ctx, ws::CloseCode::Policy, "token expired");
         });
-        if let Some(cluster) = &self.state.cluster {
-            cluster.register_session(self.id.0, ctx.address().recipient());
+        // Rooms move only between cluster nodes.
+        if self.state.cluster.is_some() {
             ctx.run_interval(Duration::from_secs(1), |act, ctx| act.recheck_routes(ctx));
         }
         let _span = info_span!("session", session_id = self.id.0, user_id = %self.user).entered();
@@ -414,12 +415,7 @@ impl Actor for WsSession {
         self.state.metrics.sessions.dec();
         self.state.close_socket(&self.user);
         self.state.closed_since_trim.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut live) = self.state.live_sessions.lock() {
-            live.remove(&self.id.0);
-        }
-        if let Some(cluster) = &self.state.cluster {
-            cluster.unregister_session(self.id.0);
-        }
+        self.state.sessions.remove(self.id.0);
         if let Some(caller) = &self.caller {
             for route in std::mem::take(&mut self.rooms).into_values() {
                 route.unsubscribe(caller);

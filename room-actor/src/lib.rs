@@ -11,6 +11,7 @@
 //! - [`wire`]: server → client JSON, built once in the room.
 //! - [`room_ref`]: one way to reach a room wherever it lives ([`Rooms`] finds it, a
 //!   [`RoomRef`] calls its verbs, here or on another node).
+//! - [`sessions`]: this node's WebSocket sessions by id (frames from other nodes, drain).
 //! - [`info`]: a room's public info (`RoomInfo`), under both messages and directory.
 //! - [`directory`]: the rooms of this node, their public info and addresses.
 //! - [`spawn`]: creating a room for a game id (options validated).
@@ -40,6 +41,7 @@ pub mod replay;
 pub mod resume;
 pub mod room;
 pub mod room_ref;
+pub mod sessions;
 pub mod spawn;
 pub mod store;
 pub mod wire;

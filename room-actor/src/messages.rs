@@ -23,6 +23,12 @@ pub struct ToClient {
     pub close: bool,
 }
 
+/// The node drains: a session closes with 1012 so its client reconnects (to another
+/// node). Sent to every session in [`Sessions`](crate::sessions::Sessions).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain;
+
 /// Start watching the room: as its player if `user` is seated, else as a spectator.
 /// Answered with `sync` on `out`.
 #[derive(Message)]

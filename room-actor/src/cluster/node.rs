@@ -18,6 +18,7 @@ use crate::messages::{
 };
 use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
+use crate::sessions::Sessions;
 use crate::store::RoomStore;
 use crate::wire;
 use actix::prelude::*;
@@ -82,8 +83,9 @@ pub struct ClusterNode {
     held: Mutex<HashMap<String, String>>,
     outboxes: Mutex<HashMap<String, Addr<NodeOutbox>>>,
     remotes: Mutex<HashMap<(String, u64), Addr<RemoteSession>>>,
-    /// This node's own sockets, for messages arriving from rooms elsewhere.
-    sessions: Mutex<HashMap<u64, Recipient<ToClient>>>,
+    /// This node's own sockets, for messages arriving from rooms elsewhere (the node's
+    /// one session registry: the gateway uses the same).
+    sessions: Arc<Sessions>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     next_req: AtomicU64,
     pub draining: AtomicBool,
@@ -145,7 +147,7 @@ impl ClusterNode {
             held: Mutex::new(HashMap::new()),
             outboxes: Mutex::new(HashMap::new()),
             remotes: Mutex::new(HashMap::new()),
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Arc::new(Sessions::new()),
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
             draining: AtomicBool::new(false),
@@ -334,16 +336,9 @@ impl ClusterNode {
         Some(addr.recipient())
     }
 
-    pub fn register_session(&self, session: u64, out: Recipient<ToClient>) {
-        if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.insert(session, out);
-        }
-    }
-
-    pub fn unregister_session(&self, session: u64) {
-        if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.remove(&session);
-        }
+    /// This node's sessions: rooms elsewhere reach them through this registry.
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
     }
 
     /// Sends `cmd` for `room` to `node` and waits for its reply (`NotHere` when it cannot
@@ -392,14 +387,9 @@ impl ClusterNode {
     /// Handles what arrives on this node's channel.
     async fn on_envelope(self: &Arc<Self>, envelope: Envelope) {
         match envelope {
-            Envelope::Sessions { items } => {
-                let Ok(sessions) = self.sessions.lock() else { return };
-                for item in items {
-                    if let Some(out) = sessions.get(&item.session) {
-                        let _ = out.try_send(ToClient { text: item.text.into(), close: item.close });
-                    }
-                }
-            }
+            Envelope::Sessions { items } => self
+                .sessions
+                .deliver(items.into_iter().map(|i| (i.session, ToClient { text: i.text.into(), close: i.close }))),
             Envelope::Reply { req, reply } => {
                 let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&req));
                 if let Some(tx) = waiting {
