@@ -12,7 +12,8 @@
 //!
 //! A verb on this node is the room's message sent to its actor; on another node it is
 //! the matching `RoomCmd` over the bus, which that node's `ClusterNode` turns back into
-//! the same message (`cluster/node.rs`, `on_room_cmd`), and its `Reply` is decoded here.
+//! the same message (`cluster/node/serve.rs`, `on_room_cmd`), and its `Reply` is decoded
+//! here.
 
 use crate::cluster::bus::{Reply, RoomCmd};
 use crate::cluster::node::{ClusterNode, Owner};
