@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::procs::{
-    connect, get_json, metric, next_within, redis_url, send, start_tally, token, until_all_see, OwnRedis, Proc,
-    Settings, Ws,
+    connect, create_room, get_json, metric, next_within, redis_url, room_on, send, start_tally, token, until_all_see,
+    OwnRedis, Proc, Settings, Ws,
 };
 use tokio_tungstenite::tungstenite::Message;
 
@@ -153,29 +153,6 @@ async fn sigkill_of_the_owner_loses_no_acknowledged_action_in_any_of_its_rooms()
     );
 }
 
-/// Creates tally rooms through `via` until one is owned by `owner`; returns its id.
-async fn room_on(http: &reqwest::Client, via: &Proc, host: &str, other: (&Proc, &str), owner: &str) -> String {
-    room_with_target_on(http, via, host, other, owner, json!(null)).await
-}
-
-/// [`room_on`] with a tally target.
-async fn room_with_target_on(
-    http: &reqwest::Client,
-    via: &Proc,
-    host: &str,
-    other: (&Proc, &str),
-    owner: &str,
-    target: Value,
-) -> String {
-    for _ in 0..16 {
-        let (room, at) = start_tally(http, via, host, &[other], target.clone()).await;
-        if at == owner {
-            return room;
-        }
-    }
-    panic!("no room landed on {owner}");
-}
-
 #[tokio::test]
 async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() {
     let _serial = SERIAL.lock().await;
@@ -185,7 +162,7 @@ async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() 
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "dc").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "dc", json!(null), 16).await;
     let mut a = connect(&nodes[0], &alice).await;
     let mut on_drained = connect(&nodes[2], &bob).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
@@ -237,7 +214,7 @@ async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "sc").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "sc", json!(null), 16).await;
     let mut a = connect(&nodes[0], &alice).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
     next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -330,7 +307,7 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     let prefix = prefix();
     let nodes = [node("ma", &prefix), node("mb", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
-    let url = std::env::var("REDIS_URL").unwrap();
+    let url = redis_url();
     // Garbage, a truncated frame, an empty message, and a frame of another bus version on
     // node ma's channel.
     let foreign = format!("{}12345678{{}}", char::from(room_actor::cluster::bus::FRAME_VERSION + 1));
@@ -346,7 +323,7 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
     // ma's bus loop still works: a room owned by ma, played from mb, goes both ways.
-    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "ma").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "ma", json!(null), 16).await;
     let mut b = connect(&nodes[1], &bob).await;
     send(&mut b, json!({"t": "sub", "room": room})).await;
     next_where(&mut b, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -372,7 +349,7 @@ async fn a_replay_is_served_by_a_node_that_never_hosted_the_game() {
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_with_target_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "pc", json!(10)).await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "pc", json!(10), 16).await;
     let mut a = connect(&nodes[0], &alice).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
     next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -410,7 +387,7 @@ async fn an_ended_room_nobody_watches_closes_and_gives_its_lease_back() {
         other => panic!("unknown owner {other}"),
     };
     let lease_key = format!("{prefix}:{{room:{room}}}:lease");
-    let url = std::env::var("REDIS_URL").unwrap();
+    let url = redis_url();
     let lease = || {
         let out = Command::new("redis-cli").args(["-u", &url, "GET", &lease_key]).output().expect("redis-cli runs");
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
@@ -446,17 +423,7 @@ async fn the_host_removes_a_seated_player_through_a_node_that_does_not_own_the_r
     let http = reqwest::Client::new();
     let (_, host) = token(&http, &nodes[0], "방장").await;
     let (guest_id, guest) = token(&http, &nodes[0], "손님").await;
-    let created: Value = http
-        .post(format!("{}/api/rooms", nodes[0].base))
-        .bearer_auth(&host)
-        .json(&json!({"game": "tally"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let room = created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    let room = create_room(&http, &nodes[0].base, &host, json!({"game": "tally"})).await;
     let info = get_json(&http, format!("{}/api/rooms/{room}", nodes[0].base), &host).await;
     // Every call below goes through the node that does not own the room (over the bus).
     let via = if info["node"] == "ka" { &nodes[1] } else { &nodes[0] };

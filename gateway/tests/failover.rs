@@ -13,7 +13,8 @@ use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
 use support::procs::{
-    connect, get_json, metric, next_within, redis_url, send, start_tally, token, until_all_see, Proc, Settings, Ws,
+    connect, get_json, metric, next_within, redis_url, room_on, send, start_tally, token, until_all_see, Proc,
+    Settings, Ws,
 };
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
@@ -52,17 +53,6 @@ async fn next_where(ws: &mut Ws, ms: u64, pred: impl Fn(&Value) -> bool) -> Opti
     next_within(ws, Duration::from_millis(ms), pred).await
 }
 
-/// Creates a started tally room through `via` with `other` seated; returns (room, owner).
-async fn tally_room(
-    http: &reqwest::Client,
-    via: &Proc,
-    host: &str,
-    other: (&Proc, &str),
-    target: Value,
-) -> (String, String) {
-    start_tally(http, via, host, &[other], target).await
-}
-
 /// Sends `cs` (a bump) every 100 ms until it is acknowledged; (ack, ms waited).
 async fn bump_until_acked(ws: &mut Ws, room: &str, cs: u64, within: Duration) -> Option<Value> {
     let deadline = tokio::time::Instant::now() + within;
@@ -91,7 +81,7 @@ async fn sigkill_of_an_owner_of_five_rooms_resumes_them_within_about_a_second_wi
     let (_, bob) = token(&http, &nodes[1], "bob").await;
     let mut rooms = Vec::new();
     for _ in 0..60 {
-        let (room, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
+        let (room, owner) = start_tally(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(null)).await;
         if owner == "kc" {
             rooms.push(room);
             if rooms.len() == 5 {
@@ -184,22 +174,14 @@ impl Proxy {
 async fn a_node_cut_from_redis_but_alive_is_declared_dead_and_cannot_corrupt_the_history() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
+    let url = redis_url();
     let proxy = Proxy::start(&url).await;
     let nodes = [node("wa", &prefix, &[]), node("wb", &prefix, &[]), node_on("wc", &prefix, &proxy.url(), &[])];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let mut room = None;
-    for _ in 0..30 {
-        let (r, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
-        if owner == "wc" {
-            room = Some(r);
-            break;
-        }
-    }
-    let room = room.expect("a room lands on wc");
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "wc", json!(null), 30).await;
     // alice plays from wa; bob plays from wc itself, the node about to be cut.
     let mut a = connect(&nodes[0], &alice).await;
     let mut b = connect(&nodes[2], &bob).await;
@@ -283,15 +265,7 @@ async fn a_player_who_left_a_running_game_stays_gone_after_a_failover() {
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (bob_id, bob) = token(&http, &nodes[1], "bob").await;
-    let mut room = None;
-    for _ in 0..30 {
-        let (r, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
-        if owner == "gc" {
-            room = Some(r);
-            break;
-        }
-    }
-    let room = room.expect("a room lands on gc");
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "gc", json!(null), 30).await;
     let left =
         http.delete(format!("{}/api/rooms/{room}/seats/me", nodes[1].base)).bearer_auth(&bob).send().await.unwrap();
     assert_eq!(left.status(), 200, "{}", left.text().await.unwrap());
@@ -370,15 +344,7 @@ async fn sigstop_past_the_lease_then_sigcont_keeps_one_history_with_default_sett
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let mut room = None;
-    for _ in 0..30 {
-        let (r, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
-        if owner == "tc" {
-            room = Some(r);
-            break;
-        }
-    }
-    let room = room.expect("a room lands on tc");
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "tc", json!(null), 30).await;
     let mut a = connect(&nodes[0], &alice).await;
     // bob watches (and acts) through the node about to be frozen.
     let mut b = connect(&nodes[2], &bob).await;

@@ -24,7 +24,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 use support::procs::{Proc, Settings};
-use support::WsClient;
+use support::{hg_five, WsClient};
 use tokio::time::Instant;
 
 /// How long each game may take to finish after the restart (the recovery hold of 30 s
@@ -161,16 +161,6 @@ fn cp_random_action(rng: &mut Rng, v: &Value, me: &str) -> Value {
     json!({"type": "pass", "to": to, "claim": claim(rng, &v["card"]["kind"])})
 }
 
-fn five(v: &Value) -> bool {
-    let mut sums: BTreeMap<String, u64> = BTreeMap::new();
-    for p in v["players"].as_object().unwrap().values() {
-        if let Some(top) = p["top"].as_object() {
-            *sums.entry(top["fruit"].as_str().unwrap().to_owned()).or_default() += top["count"].as_u64().unwrap();
-        }
-    }
-    sums.values().any(|s| *s == 5)
-}
-
 fn has_result(h: &Human, room: &str) -> bool {
     h.all_received().iter().any(|m| m["t"] == "result" && m["room"] == room)
 }
@@ -194,7 +184,7 @@ async fn cp_step(rng: &mut Rng, humans: &mut [Human], room: &str) {
 async fn hg_step(carol: &mut Human, room: &str) {
     let Some((_, v)) = carol.view(room) else { panic!("no view of {room}") };
     if v["phase"] == "playing" && v["ringWindow"].is_null() {
-        if five(&v) {
+        if hg_five(&v) {
             carol.act(room, json!({"type": "ring", "version": v["tableVersion"]})).await;
         } else if v["turn"] == carol.id.as_str() && v["flipReserved"] != true {
             carol.act(room, json!({"type": "flip"})).await;

@@ -309,20 +309,25 @@ pub async fn guest(http: &reqwest::Client, base: &str, name: &str) -> (String, S
     (v["userId"].as_str().unwrap().into(), v["token"].as_str().unwrap().into())
 }
 
-/// A started tally room (no target: it never ends) with `host` and `others` seated, all
-/// through `base`: `(roomId, gamePk, owner node)`.
-pub async fn tally_room(http: &reqwest::Client, base: &str, host: &str, others: &[&str]) -> (String, String, String) {
+/// Creates a room through `base` as `host` (`body`: `{"game": …, "options": …}`): its id.
+pub async fn create_room(http: &reqwest::Client, base: &str, host: &str, body: Value) -> String {
     let created: Value = http
         .post(format!("{base}/api/rooms"))
         .bearer_auth(host)
-        .json(&json!({"game": "tally", "options": {"target": null}}))
+        .json(&body)
         .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    let room = created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned()
+}
+
+/// A started tally room (no target: it never ends) with `host` and `others` seated, all
+/// through `base`: `(roomId, gamePk, owner node)`.
+pub async fn tally_room(http: &reqwest::Client, base: &str, host: &str, others: &[&str]) -> (String, String, String) {
+    let room = create_room(http, base, host, json!({"game": "tally", "options": {"target": null}})).await;
     for token in others {
         let r = http.post(format!("{base}/api/rooms/{room}/seats")).bearer_auth(token).send().await.unwrap();
         assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
@@ -429,17 +434,7 @@ pub async fn start_tally(
     others: &[(&Proc, &str)],
     target: Value,
 ) -> (String, String) {
-    let created: Value = http
-        .post(format!("{}/api/rooms", via.base))
-        .bearer_auth(host)
-        .json(&json!({"game": "tally", "options": {"target": target}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let room = created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    let room = create_room(http, &via.base, host, json!({"game": "tally", "options": {"target": target}})).await;
     for (node, token) in others {
         let r = http.post(format!("{}/api/rooms/{room}/seats", node.base)).bearer_auth(token).send().await.unwrap();
         assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
@@ -448,4 +443,24 @@ pub async fn start_tally(
     assert_eq!(started.status(), 200, "{}", started.text().await.unwrap());
     let info: Value = get_json(http, format!("{}/api/rooms/{room}", via.base), host).await;
     (room, info["node"].as_str().unwrap().to_owned())
+}
+
+/// Starts tally rooms as [`start_tally`] does until one is owned by `owner`, at most
+/// `tries` of them: its id.
+pub async fn room_on(
+    http: &reqwest::Client,
+    via: &Proc,
+    host: &str,
+    others: &[(&Proc, &str)],
+    owner: &str,
+    target: Value,
+    tries: usize,
+) -> String {
+    for _ in 0..tries {
+        let (room, at) = start_tally(http, via, host, others, target.clone()).await;
+        if at == owner {
+            return room;
+        }
+    }
+    panic!("no room landed on {owner} in {tries} tries");
 }
