@@ -34,7 +34,7 @@ pub mod runner;
 pub mod spec;
 pub mod stats;
 
-pub use net::{post, session, ws_config, ws_url, Session};
+pub use net::{post, session, ws_config, ws_url, Session, Ws};
 pub use play::{HgView, DRAIN};
 pub use procfs::{proc_sample, runqueue_wait_s};
 pub use report::Report;
