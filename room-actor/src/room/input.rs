@@ -4,7 +4,7 @@
 //! the game finishes (record stored, then `result`).
 
 use super::stall::{Pending, Stall, RESOLVE_FIRST, RESOLVE_MAX};
-use super::{named, Phase, RoomActor};
+use super::{named, Phase, RoomActor, Running};
 use crate::error::StoreError;
 use crate::log::{GameRecord, LogEntry, Snapshot, StoredGame};
 use crate::messages::*;
@@ -52,6 +52,9 @@ pub(super) struct Pipeline<G: Game> {
     pub(super) lease: Option<String>,
     /// The RTT table as the log last recorded it (entries carry it when it changed).
     pub(super) logged_rtt: BTreeMap<PlayerId, u32>,
+    /// A restored game its rules had ended: its record, written on start if the store
+    /// has none (see [`RoomActor::record_if_missing`]).
+    pub(super) unrecorded: Option<GameRecord>,
 }
 
 impl<G: Game> Default for Pipeline<G> {
@@ -63,6 +66,7 @@ impl<G: Game> Default for Pipeline<G> {
             stalled_since: None,
             lease: None,
             logged_rtt: BTreeMap::new(),
+            unrecorded: None,
         }
     }
 }
@@ -268,23 +272,28 @@ impl<G: Game> RoomActor<G> {
         }
     }
 
-    pub(super) fn finish(&mut self, ctx: &mut Context<Self>, result: GameResult, now: i64) {
-        let Phase::Playing(run) = std::mem::replace(&mut self.phase, Phase::Waiting) else { return };
-        self.timers.cancel_all(ctx);
-        let result_json = serde_json::to_string(&result).unwrap_or_else(|_| "null".into());
-        let record = GameRecord {
+    /// A finished game's record, exactly as [`Self::finish`] stores it (`ended_at` is the
+    /// time of the entry that ended the game).
+    pub(super) fn record_of(&self, run: &Running<G>, result: &GameResult, ended_at: i64) -> GameRecord {
+        GameRecord {
             game_pk: run.game_pk.clone(),
             room_id: self.id.clone(),
             game: G::ID.to_owned(),
             players: run.start.players.clone(),
             names: run.start.names.clone(),
             started_at: run.start.started_at,
-            ended_at: now,
+            ended_at,
             state_version: G::STATE_VERSION,
             final_seq: run.seq,
-            result_json: result_json.clone(),
+            result_json: serde_json::to_string(result).unwrap_or_else(|_| "null".into()),
             final_state_json: serde_json::to_string(&run.state).unwrap_or_default(),
-        };
+        }
+    }
+
+    pub(super) fn finish(&mut self, ctx: &mut Context<Self>, result: GameResult, now: i64) {
+        let Phase::Playing(run) = std::mem::replace(&mut self.phase, Phase::Waiting) else { return };
+        self.timers.cancel_all(ctx);
+        let record = self.record_of(&run, &result, now);
         info!(room = %self.id, game_pk = %run.game_pk, seq = run.seq, "game finished");
         self.deps.metrics.games_finished.inc();
         let shown = serde_json::to_string(&named(&result, &run.start)).unwrap_or_else(|_| "null".into());
@@ -295,23 +304,8 @@ impl<G: Game> RoomActor<G> {
         // games or the replay right after `result` finds them.
         ctx.wait(fut.into_actor(self).map(move |res, act, ctx| {
             if let Err(e) = res {
-                // Writing the record is idempotent (SETs and EXPIREs): whatever the first
-                // attempt did, trying again until the store answers leaves one record.
                 error!(room = %act.id, error = %e, "finished game not recorded yet; retrying");
-                let store = act.deps.store.clone();
-                let room = act.id.clone();
-                actix::spawn(async move {
-                    let mut wait = RESOLVE_FIRST;
-                    for _ in 0..RECORD_ATTEMPTS {
-                        tokio::time::sleep(wait).await;
-                        wait = (wait * 2).min(RESOLVE_MAX);
-                        match store.finish(record.clone()).await {
-                            Ok(()) => return info!(room = %room, "finished game recorded on retry"),
-                            Err(e) => warn!(room = %room, error = %e, "finished game not recorded yet"),
-                        }
-                    }
-                    error!(room = %room, "finished game not recorded: store unavailable for too long");
-                });
+                actix::spawn(record_with_retries(act.deps.store.clone(), record, act.id.clone()));
             }
             act.send_all(|_| text.clone());
             act.publish_info();
@@ -321,6 +315,46 @@ impl<G: Game> RoomActor<G> {
             }
         }));
     }
+
+    /// A restored room whose game its rules had ended: the node may have died between the
+    /// game's last entry and its record (then its replay and the players' game lists would
+    /// miss it for good). Writes the record if the store has none; writing it is
+    /// idempotent, so a record that appears meanwhile is only written again, unchanged.
+    pub(super) fn record_if_missing(&self, record: GameRecord) {
+        let store = self.deps.store.clone();
+        let room = self.id.clone();
+        actix::spawn(async move {
+            match store.record(&record.game_pk).await {
+                Ok(Some(_)) => {}
+                Ok(None) => {
+                    warn!(room = %room, game_pk = %record.game_pk, "restored finished game had no record; recording it");
+                    record_with_retries(store, record, room).await;
+                }
+                Err(e) => {
+                    warn!(room = %room, error = %e, "could not tell whether the restored finished game is recorded; recording it");
+                    record_with_retries(store, record, room).await;
+                }
+            }
+        });
+    }
+}
+
+/// Stores a finished game's record, trying again with backoff for about 5 minutes.
+/// Writing a record is idempotent (SETs and EXPIREs in Redis, an upsert in the file
+/// store): whatever an earlier attempt did, trying again leaves one record.
+async fn record_with_retries(store: Arc<dyn crate::store::RoomStore>, record: GameRecord, room: String) {
+    let mut wait = RESOLVE_FIRST;
+    for attempt in 0..=RECORD_ATTEMPTS {
+        if attempt > 0 {
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(RESOLVE_MAX);
+        }
+        match store.finish(record.clone()).await {
+            Ok(()) => return info!(room = %room, attempt, "finished game recorded"),
+            Err(e) => warn!(room = %room, error = %e, attempt, "finished game not recorded yet"),
+        }
+    }
+    error!(room = %room, "finished game not recorded: store unavailable for too long");
 }
 
 impl<G: Game> Handler<Act> for RoomActor<G> {

@@ -108,7 +108,10 @@ impl<G: Game> RoomActor<G> {
                 actor.audience.gone.insert(user.clone());
             }
             actor.phase = match G::result(&run.state) {
-                Some(result) => Phase::Ended(run, result),
+                Some(result) => {
+                    actor.pipeline.unrecorded = Some(actor.record_of(&run, &result, rebuilt.last_at));
+                    Phase::Ended(run, result)
+                }
                 // Saved as ended although no rule ended it: an operator closed the game
                 // (its record has the reason). It must not come back to life.
                 None if info.status == RoomStatus::Ended => Phase::Ended(run, operator_result("")),
@@ -282,6 +285,9 @@ impl<G: Game> Actor for RoomActor<G> {
             // may still say playing (a crash in between); save it as ended, so the store
             // stops listing it as open.
             self.publish_info();
+        }
+        if let Some(record) = self.pipeline.unrecorded.take() {
+            self.record_if_missing(record);
         }
         self.close_if_abandoned(ctx);
         self.expire_if_never_started(ctx);
