@@ -21,6 +21,27 @@ pub struct ToClient {
     pub text: Arc<str>,
     /// Send `text`, then close the socket: the room dropped this slow subscriber.
     pub close: bool,
+    /// Set on `room_moved` and `room_unavailable` frames: the session's route to this
+    /// room is stale, and it looks the room up again before its next message there.
+    pub stale_route: Option<Arc<str>>,
+}
+
+impl ToClient {
+    /// A frame to send as it is.
+    pub fn frame(text: impl Into<Arc<str>>) -> ToClient {
+        ToClient { text: text.into(), close: false, stale_route: None }
+    }
+
+    /// The last frame: the socket closes after it (a slow subscriber dropped).
+    pub fn closing(text: impl Into<Arc<str>>) -> ToClient {
+        ToClient { text: text.into(), close: true, stale_route: None }
+    }
+
+    /// A frame after which the session's route to `room` is stale (`wire::room_moved`,
+    /// `wire::resend`, `wire::room_unavailable`).
+    pub fn stale(room: &str, text: impl Into<Arc<str>>) -> ToClient {
+        ToClient { text: text.into(), close: false, stale_route: Some(room.into()) }
+    }
 }
 
 /// The node drains: a session closes with 1012 so its client reconnects (to another

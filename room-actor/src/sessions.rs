@@ -103,7 +103,7 @@ mod tests {
         let sessions = Sessions::new();
         sessions.insert(7, Session { out: addr.clone().recipient(), drain: addr.clone().recipient() });
         assert_eq!(sessions.len(), 1);
-        let frame = |text: &str| ToClient { text: text.into(), close: false };
+        let frame = ToClient::frame;
         sessions.deliver([(7, frame("a")), (8, frame("not ours"))]);
         for drain in sessions.drains() {
             drain.do_send(Drain);

@@ -61,6 +61,8 @@ pub mod codes {
     /// `room_unavailable` for an action (or a command) the client should resend as it was.
     pub const RESEND_TEXT: &str = "잠시 후 같은 요청을 다시 보내 주세요";
     pub const ROOM_MOVED_TEXT: &str = "방이 다른 서버로 옮겨졌어요. 다시 접속해 주세요";
+    /// `room_moved` while the room is being handed over (a drain): it is moving now.
+    pub const ROOM_MOVING_TEXT: &str = "방이 다른 서버로 옮겨져요. 다시 접속해 주세요";
     pub const UNKNOWN_ROOM_TEXT: &str = "없는 방이에요";
 }
 
@@ -80,6 +82,11 @@ pub fn room_moved(room: &str) -> String {
     error(codes::ROOM_MOVED, codes::ROOM_MOVED_TEXT, Some(room), None)
 }
 
+/// `room_moved` from a room being handed over to another node (a drain).
+pub fn room_moving(room: &str) -> String {
+    error(codes::ROOM_MOVED, codes::ROOM_MOVING_TEXT, Some(room), None)
+}
+
 /// `unknown_room` as an error frame (a `sub`).
 pub fn unknown_room(room: &str) -> String {
     error(codes::UNKNOWN_ROOM, codes::UNKNOWN_ROOM_TEXT, Some(room), None)
@@ -88,21 +95,6 @@ pub fn unknown_room(room: &str) -> String {
 /// `unknown_room` as the reject of an action `cs`.
 pub fn reject_unknown_room(room: &str, cs: u64) -> String {
     reject(room, cs, codes::UNKNOWN_ROOM, codes::UNKNOWN_ROOM_TEXT)
-}
-
-/// The room of a `room_moved` or `room_unavailable` frame: after one, a session looks
-/// the room up again. Updates (the bulk of the traffic, and the longest texts) are never
-/// such errors and are not scanned.
-pub fn stale_route(text: &str) -> Option<String> {
-    if text.starts_with(r#"{"t":"update""#) {
-        return None;
-    }
-    let quoted = |code: &str| format!("\"{code}\"");
-    if !text.contains(&quoted(codes::ROOM_MOVED)) && !text.contains(&quoted(codes::ROOM_UNAVAILABLE)) {
-        return None;
-    }
-    let v = serde_json::from_str::<serde_json::Value>(text).ok()?;
-    v.get("room").and_then(serde_json::Value::as_str).map(str::to_owned)
 }
 
 /// `{"t":"room","room":R,"info":{…}}`: the room's seats or status changed (not a game input).
@@ -135,7 +127,7 @@ mod tests {
     }
 
     #[test]
-    fn room_errors_have_one_text_each_and_mark_stale_routes() {
+    fn room_errors_have_one_text_each() {
         let v: Value = serde_json::from_str(&resend("r", Some(7))).unwrap();
         assert_eq!(
             (v["code"].as_str(), v["reason"].as_str(), v["cs"].as_u64()),
@@ -143,13 +135,15 @@ mod tests {
         );
         let v: Value = serde_json::from_str(&room_unavailable("r")).unwrap();
         assert_eq!((v["reason"].as_str(), v.get("cs")), (Some(codes::TRY_AGAIN_TEXT), None));
-        for stale in [resend("r", None), room_unavailable("r"), room_moved("r")] {
-            assert_eq!(stale_route(&stale).as_deref(), Some("r"), "{stale}");
+        for (frame, reason) in [(room_moved("r"), codes::ROOM_MOVED_TEXT), (room_moving("r"), codes::ROOM_MOVING_TEXT)]
+        {
+            let v: Value = serde_json::from_str(&frame).unwrap();
+            assert_eq!(
+                (v["code"].as_str(), v["reason"].as_str(), v["room"].as_str()),
+                (Some("room_moved"), Some(reason), Some("r"))
+            );
         }
-        for other in [unknown_room("r"), reject_unknown_room("r", 1), ack("r", 1, 2), update("r", 1, "{}", "[]")] {
-            assert_eq!(stale_route(&other), None, "{other}");
-        }
-        // An update whose view happens to contain the code is not an error.
-        assert_eq!(stale_route(&update("r", 1, r#"{"x":"room_moved"}"#, "[]")), None);
+        let v: Value = serde_json::from_str(&reject_unknown_room("r", 1)).unwrap();
+        assert_eq!((v["code"].as_str(), v["reason"].as_str()), (Some("unknown_room"), Some(codes::UNKNOWN_ROOM_TEXT)));
     }
 }

@@ -72,6 +72,9 @@ pub struct SessionText {
     pub text: String,
     /// Close the socket after this message.
     pub close: bool,
+    /// The frame's room when it is a `room_moved`/`room_unavailable` (the session's route
+    /// to it is stale; see `ToClient::stale_route`).
+    pub stale_route: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -83,7 +86,8 @@ pub enum Envelope {
 }
 
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
-pub const FRAME_VERSION: u8 = 2;
+/// 3: `SessionText.stale_route` (a typed flag instead of scanning frames for codes).
+pub const FRAME_VERSION: u8 = 3;
 const HEADER: usize = 9;
 
 fn unix_micros(at: SystemTime) -> u64 {
@@ -257,16 +261,23 @@ mod tests {
             },
             Envelope::Node { from: "n1".into(), cmd: NodeCmd::Drain { req: 3, by: "token:ab12".into() } },
             Envelope::Reply { req: 3, reply: Reply::Admin(Ok("{}".into())) },
+            // A stale-route frame keeps its flag across nodes; an update has none.
+            Envelope::Sessions {
+                items: vec![
+                    SessionText { session: 1, text: "{}".into(), close: false, stale_route: Some("r".into()) },
+                    SessionText { session: 2, text: "{}".into(), close: true, stale_route: None },
+                ],
+            },
         ] {
             assert_eq!(accept_frame(&encode_frame(&env, SystemTime::now()).unwrap(), &m), Some(env));
         }
-        assert_eq!(m.bus_lag.get_sample_count(), 5);
+        assert_eq!(m.bus_lag.get_sample_count(), 6);
         assert_eq!(m.bus_dropped.get(), 0);
         assert_eq!(accept_frame(b"\x01\xff\xff\xff\xff\xff\xff\xff\xff\x00garbage", &m), None);
         assert_eq!(accept_frame(b"\x01\x00", &m), None);
         assert_eq!(accept_frame(&[], &m), None);
         assert_eq!(m.bus_dropped.get(), 3);
-        assert_eq!(m.bus_lag.get_sample_count(), 5);
+        assert_eq!(m.bus_lag.get_sample_count(), 6);
     }
 
     #[test]

@@ -147,7 +147,7 @@ impl<G: Game> Handler<Kick> for RoomActor<G> {
             wire::error("kicked", &format!("운영자가 이 방에서 내보냈어요: {reason}"), Some(&self.id), None).into();
         for session in watching {
             if let Some(sub) = self.audience.subs.remove(&session) {
-                sub.out.do_send(ToClient { text: text.clone(), close: false });
+                sub.out.do_send(ToClient::frame(text.clone()));
                 if self.left(sub.user) {
                     self.rearm(ctx);
                 }

@@ -33,15 +33,25 @@ pub(super) struct Audience {
 impl<G: Game> RoomActor<G> {
     /// Sends without waiting; `false` if the session's mailbox is full (a slow reader).
     pub(super) fn send(out: &Recipient<ToClient>, text: impl Into<Arc<str>>) -> bool {
-        !matches!(out.try_send(ToClient { text: text.into(), close: false }), Err(SendError::Full(_)))
+        Self::send_frame(out, ToClient::frame(text))
+    }
+
+    /// [`Self::send`] for a frame with its flags (e.g. [`ToClient::stale`]).
+    pub(super) fn send_frame(out: &Recipient<ToClient>, frame: ToClient) -> bool {
+        !matches!(out.try_send(frame), Err(SendError::Full(_)))
     }
 
     /// Sends to every subscriber; a subscriber that cannot keep up is dropped and its
     /// socket told to close, rather than the room buffering for it without bound.
     pub(super) fn send_all(&mut self, mut text_for: impl FnMut(&Sub) -> Arc<str>) {
+        self.send_all_frames(|sub| ToClient::frame(text_for(sub)));
+    }
+
+    /// [`Self::send_all`] for frames with their flags.
+    pub(super) fn send_all_frames(&mut self, mut frame_for: impl FnMut(&Sub) -> ToClient) {
         let mut slow = Vec::new();
         for (session, sub) in &self.audience.subs {
-            if !Self::send(&sub.out, text_for(sub)) {
+            if !Self::send_frame(&sub.out, frame_for(sub)) {
                 slow.push(*session);
             }
         }
@@ -55,7 +65,7 @@ impl<G: Game> RoomActor<G> {
                     None,
                 );
                 // do_send ignores the mailbox bound: this last message always arrives.
-                sub.out.do_send(ToClient { text: text.into(), close: true });
+                sub.out.do_send(ToClient::closing(text));
                 // A seated player dropped is away from now on; the timer picks that up when
                 // it is re-armed right after this broadcast (`commit`).
                 let _ = self.left(sub.user);
@@ -66,8 +76,12 @@ impl<G: Game> RoomActor<G> {
     /// Every watcher gets the error frame `code` and is unsubscribed (the room is about
     /// to stop).
     pub(super) fn dismiss_all(&mut self, code: &str, reason: &str) {
-        let text: Arc<str> = wire::error(code, reason, Some(&self.id), None).into();
-        self.send_all(|_| text.clone());
+        self.dismiss_all_with(ToClient::frame(wire::error(code, reason, Some(&self.id), None)));
+    }
+
+    /// [`Self::dismiss_all`] with a frame of its own (e.g. a stale-route `room_moved`).
+    pub(super) fn dismiss_all_with(&mut self, frame: ToClient) {
+        self.send_all_frames(|_| frame.clone());
         self.audience.subs.clear();
     }
 

@@ -99,10 +99,7 @@ impl<G: Game> RoomActor<G> {
     /// again by the room itself.
     pub(super) fn ask_resend(&self, origin: &Origin) {
         if let Origin::Client { cs, out, .. } = origin {
-            Self::send(
-                out,
-                wire::error("room_unavailable", "잠시 후 같은 요청을 다시 보내 주세요", Some(&self.id), Some(*cs)),
-            );
+            Self::send_frame(out, ToClient::stale(&self.id, wire::resend(&self.id, Some(*cs))));
         }
     }
 

@@ -20,11 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
 
-/// What a watcher of a room that moved away is told: the handover announces the move,
-/// a lost lease reports it done.
-const MOVING_REASON: &str = "방이 다른 서버로 옮겨져요. 다시 접속해 주세요";
-const MOVED_REASON: &str = "방이 다른 서버로 옮겨졌어요. 다시 접속해 주세요";
-
 impl<G: Game> RoomActor<G> {
     pub fn new(spec: RoomSpec<G::Options>, deps: RoomDeps) -> RoomActor<G> {
         let now = deps.clock.now_ms();
@@ -213,17 +208,20 @@ impl<G: Game> RoomActor<G> {
         self.send_all(|_| text.clone());
     }
 
-    /// Every watcher is told to resubscribe (the new owner will answer) and the room
-    /// stops here.
-    fn move_away(&mut self, ctx: &mut Context<Self>, reason: &str) {
-        self.dismiss_all("room_moved", reason);
+    /// Every watcher is told to resubscribe (the new owner will answer; `room_moved`,
+    /// which marks the session's route stale) and the room stops here.
+    fn move_away(&mut self, ctx: &mut Context<Self>, text: String) {
+        let frame = ToClient::stale(&self.id, text);
+        self.dismiss_all_with(frame);
         ctx.stop();
     }
 
     /// The lease is lost: tell every watcher to resubscribe (the new owner will answer)
     /// and stop.
     pub(super) fn fenced(&mut self, ctx: &mut Context<Self>) {
-        self.move_away(ctx, MOVED_REASON);
+        // A lost lease reports the move done.
+        let text = wire::room_moved(&self.id);
+        self.move_away(ctx, text);
     }
 
     /// Nobody watches an ended (or operator-closed) room.
@@ -317,6 +315,8 @@ impl<G: Game> Handler<Handover> for RoomActor<G> {
     fn handle(&mut self, _msg: Handover, ctx: &mut Context<Self>) {
         // Every earlier input is already stored (appends hold the mailbox), so the log is
         // complete: whoever takes the room next rebuilds exactly this state.
-        self.move_away(ctx, MOVING_REASON);
+        // The handover announces the move.
+        let text = wire::room_moving(&self.id);
+        self.move_away(ctx, text);
     }
 }

@@ -114,9 +114,7 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
                 self.publish_info();
                 Ok(self.info())
             }
-            Phase::Playing(_) if self.pipeline.busy() => {
-                Err(RoomOpError::new(503, "room_unavailable", "잠시 후 다시 시도해 주세요"))
-            }
+            Phase::Playing(_) if self.pipeline.busy() => Err(RoomOpError::unavailable()),
             Phase::Playing(run) => {
                 match G::on_leave(&run.state, &msg.user) {
                     Some(input) => {

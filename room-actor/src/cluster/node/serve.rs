@@ -102,9 +102,11 @@ impl ClusterNode {
     /// Handles what arrives on this node's channel.
     pub(super) async fn on_envelope(self: &Arc<Self>, envelope: Envelope) {
         match envelope {
-            Envelope::Sessions { items } => self
-                .sessions
-                .deliver(items.into_iter().map(|i| (i.session, ToClient { text: i.text.into(), close: i.close }))),
+            Envelope::Sessions { items } => self.sessions.deliver(items.into_iter().map(|i| {
+                let frame =
+                    ToClient { text: i.text.into(), close: i.close, stale_route: i.stale_route.map(Into::into) };
+                (i.session, frame)
+            })),
             Envelope::Reply { req, reply } => {
                 let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&req));
                 if let Some(tx) = waiting {
@@ -140,12 +142,12 @@ impl ClusterNode {
                 }
                 RoomCmd::Act { session, cs, .. } => {
                     if let Some(out) = self.remote_out(from, session) {
-                        let _ = out.try_send(ToClient { text: wire::resend(room, Some(cs)).into(), close: false });
+                        let _ = out.try_send(ToClient::stale(room, wire::resend(room, Some(cs))));
                     }
                 }
                 RoomCmd::Subscribe { session, .. } => {
                     if let Some(out) = self.remote_out(from, session) {
-                        let _ = out.try_send(ToClient { text: wire::room_moved(room).into(), close: false });
+                        let _ = out.try_send(ToClient::stale(room, wire::room_moved(room)));
                     }
                 }
                 RoomCmd::Unsubscribe { .. } | RoomCmd::Rtt { .. } => {}
