@@ -14,7 +14,9 @@
 # shows what durability costs.
 # roomd-cluster-tally runs the tally load against two cluster nodes and a private
 # redis-server (all on core 0), each room's players spread over both nodes; its CPU and
-# RSS columns are the sum of the three processes.
+# RSS columns are the sum of the three processes; loadgen reads Redis's INFO commandstats
+# and INFO cpu as the window opens and closes (--redis-stats), and the results name
+# Redis's commands and CPU per acknowledged action (the cluster's command budget).
 #
 # The server (roomd or limit_server) is pinned to core 0 and loadgen to core 1 with
 # taskset. Every scenario starts a fresh server. Server CPU seconds (utime+stime) come
@@ -168,7 +170,8 @@ scenario roomd-tally-file --url "http://127.0.0.1:$PORT" --game tally --rooms "$
 fi
 if want roomd-cluster-tally; then
 start_cluster
-scenario roomd-cluster-tally --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS"
+scenario roomd-cluster-tally --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
+  --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
 fi
 if want roomd-halli-galli; then
 start_roomd

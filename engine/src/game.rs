@@ -5,7 +5,7 @@
 //! randomness only as `&mut Rng` lent by the runner.
 
 use crate::error::EngineError;
-use crate::options::OptionMeta;
+use crate::option_meta::OptionMeta;
 use crate::rng::Rng;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};

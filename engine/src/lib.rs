@@ -8,8 +8,8 @@
 //!
 //! - [`game`]: the game contract ([`Game`]) and its vocabulary: players, actors, inputs,
 //!   contexts, results, secrets, bot moves.
-//! - [`options`]: option metadata (Korean titles and labels) and validation of
-//!   submitted options.
+//! - [`option_meta`]: option metadata (Korean titles and labels) a game declares.
+//! - [`options`]: validation of submitted options against that metadata.
 //! - [`rng`]: sfc32 with 128-bit seeds, unbiased `int`, Fisher–Yates `shuffle`.
 //! - [`turns`]: clockwise seat helpers.
 //! - [`schedule`]: when the server acts on its own (deadlines, disconnect grace).
@@ -21,6 +21,7 @@
 pub mod error;
 pub mod game;
 pub mod games;
+pub mod option_meta;
 pub mod options;
 pub mod registry;
 pub mod rng;

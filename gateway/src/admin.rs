@@ -4,98 +4,33 @@
 //!
 //! Reads work in both modes: embedded from this node's directory, cluster-wide from Redis
 //! in a fixed number of round trips per page (`room_actor::cluster::ops`). Verbs travel to
-//! the room wherever it lives, exactly like the player verbs (`Close`, `Kick`, `Inspect`
-//! messages locally; `RoomCmd::Close/Kick/Inspect` over the bus), and a node drain goes
-//! to its node as `NodeCmd::Drain`, which drains exactly as SIGTERM does.
+//! the room wherever it lives through its `RoomRef`, exactly like the player verbs
+//! (`close`, `kick`, `inspect`), and a node drain goes to its node as `NodeCmd::Drain`,
+//! which drains exactly as SIGTERM does.
 //!
 //! Every verb writes one audit line (`target: "audit"`: who, action, target, outcome) and
 //! counts `roomd_admin_actions_total{action,outcome}`.
 
-use crate::api::{where_is, Place};
+pub use crate::admin_auth::{fingerprint, Admin};
 use crate::error::ApiError;
-use crate::server::AppState;
+use crate::state::AppState;
 use actix_web::dev::Payload;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use engine::PlayerId;
-use prometheus::{IntCounterVec, Opts, Registry};
-use room_actor::cluster::bus::{NodeCmd, OpError, Reply, RoomCmd};
+use room_actor::cluster::bus::{NodeCmd, Reply};
 use room_actor::cluster::ops::{self, RoomFilter};
-use room_actor::messages::{AdminView, Close, Inspect, Kick};
-use room_actor::{RoomHandle, RoomInfo};
+use room_actor::messages::RoomOpError;
+use room_actor::room_ref::Inspection;
+use room_actor::{RoomInfo, RoomRef};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::future::{ready, Ready};
 use std::sync::atomic::Ordering;
-use std::sync::OnceLock;
-use subtle::ConstantTimeEq;
-use tracing::info;
 
 /// Rows per page when the caller does not say, and the most it may ask for.
 const DEFAULT_LIMIT: usize = 50;
 const MAX_LIMIT: usize = 200;
-
-/// Admin state kept by the node.
-pub struct Admin {
-    /// SHA-256 of the configured token (compared in constant time); `None` = API off.
-    token_digest: Option<[u8; 32]>,
-    /// `who` in audit lines.
-    who: String,
-    pub actions: IntCounterVec,
-    pub denied: prometheus::IntCounter,
-    /// The address this node serves on (set once bound).
-    pub addr: OnceLock<String>,
-}
-
-fn digest(bytes: &[u8]) -> [u8; 32] {
-    Sha256::digest(bytes).into()
-}
-
-/// A short, non-reversible name for a token in logs: 12 hex digits of its SHA-256.
-pub fn fingerprint(token: &str) -> String {
-    digest(token.as_bytes()).iter().take(6).map(|b| format!("{b:02x}")).collect()
-}
-
-impl Admin {
-    pub fn new(settings: &crate::config::Admin, registry: &Registry) -> Result<Admin, prometheus::Error> {
-        let token = settings.token.as_deref().filter(|t| !t.is_empty());
-        let who = match (&settings.operator, token) {
-            (Some(name), _) if !name.trim().is_empty() => name.trim().to_owned(),
-            (_, Some(t)) => format!("token:{}", fingerprint(t)),
-            _ => "nobody".to_owned(),
-        };
-        let actions = IntCounterVec::new(
-            Opts::new("roomd_admin_actions_total", "operator actions through the admin API, by action and outcome"),
-            &["action", "outcome"],
-        )?;
-        let denied = prometheus::IntCounter::new(
-            "roomd_admin_auth_failures_total",
-            "admin API requests refused for a missing or wrong token",
-        )?;
-        registry.register(Box::new(actions.clone()))?;
-        registry.register(Box::new(denied.clone()))?;
-        Ok(Admin { token_digest: token.map(|t| digest(t.as_bytes())), who, actions, denied, addr: OnceLock::new() })
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.token_digest.is_some()
-    }
-
-    /// Whether `presented` is the admin token. Both sides are hashed first, so the
-    /// comparison takes the same time whatever the presented token's length or content.
-    fn accepts(&self, presented: &str) -> bool {
-        let Some(expected) = &self.token_digest else { return false };
-        bool::from(digest(presented.as_bytes()).ct_eq(expected))
-    }
-
-    /// One audit line and one count per operator action.
-    fn audit(&self, action: &'static str, target: &str, outcome: &str, detail: &str) {
-        self.actions.with_label_values(&[action, outcome]).inc();
-        // `subject`, not `target`: JSON logs already use `target` for the log target (`audit`).
-        info!(target: "audit", audit = true, who = %self.who, action, subject = %target, outcome, detail, "admin action");
-    }
-}
 
 /// An authenticated operator (the extractor refuses everyone else).
 pub struct Operator;
@@ -182,8 +117,8 @@ fn now_ms(state: &AppState) -> i64 {
 pub fn self_stats(state: &AppState) -> Value {
     json!({
         "address": state.admin.addr.get(),
-        "rooms": state.directory.len(),
-        "sockets": state.live_sessions.lock().map(|l| l.len()).unwrap_or(0),
+        "rooms": state.room_deps.directory.len(),
+        "sockets": state.sessions.len(),
         "version": env!("CARGO_PKG_VERSION"),
         "at": now_ms(state),
     })
@@ -285,6 +220,7 @@ async fn rooms(state: web::Data<AppState>, _op: Operator, q: web::Query<RoomsQue
     }
     // Embedded: this node's rooms in id order after the cursor.
     let mut infos: Vec<RoomInfo> = state
+        .room_deps
         .directory
         .list(filter.game.as_deref(), None)
         .into_iter()
@@ -295,13 +231,10 @@ async fn rooms(state: web::Data<AppState>, _op: Operator, q: web::Query<RoomsQue
     infos.sort_by(|a, b| a.room_id.cmp(&b.room_id));
     let more = infos.len() > limit;
     infos.truncate(limit);
-    let views = futures_util::future::join_all(infos.iter().map(|i| {
-        let handle = state.directory.handle(&i.room_id);
-        async move {
-            match handle {
-                Some(h) => h.inspect.send(Inspect).await.ok().map(|v| v.seq),
-                None => None,
-            }
+    let views = futures_util::future::join_all(infos.iter().map(|i| async {
+        match state.rooms.find(&i.room_id).await.ok()?.inspect().await.ok()? {
+            Inspection::Live { view, .. } => Some(view.seq),
+            Inspection::Stored(_) => None,
         }
     }))
     .await;
@@ -314,33 +247,11 @@ async fn rooms(state: web::Data<AppState>, _op: Operator, q: web::Query<RoomsQue
     Ok(HttpResponse::Ok().json(json!({"rooms": rooms, "next": next})))
 }
 
-fn op_error(e: OpError) -> ApiError {
-    ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), &e.code, e.reason)
-}
-
-/// A verb's answer from another node.
-fn remote_answer(reply: Reply) -> Result<Value, ApiError> {
-    match reply {
-        Reply::Admin(Ok(json)) => serde_json::from_str(&json).map_err(|_| ApiError::unavailable()),
-        Reply::Admin(Err(e)) => Err(op_error(e)),
-        _ => Err(ApiError::unavailable()),
-    }
-}
-
 async fn room(state: web::Data<AppState>, _op: Operator, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let (view, owner): (Value, Option<String>) = match where_is(&state, &path).await? {
-        Place::Local(handle) => {
-            let view: AdminView = handle.inspect.send(Inspect).await?;
-            (serde_json::to_value(view).unwrap_or_default(), Some(state.node_id.clone()))
-        }
-        Place::Remote(node) => {
-            let cluster = state.cluster.as_ref().ok_or_else(ApiError::unavailable)?;
-            let reply = cluster.request(&node, &path, |req| RoomCmd::Inspect { req }).await;
-            (remote_answer(reply)?, Some(node))
-        }
-        Place::Stored(info) => (json!({"info": info, "seq": null, "subscribers": 0, "recent": []}), None),
+    let (mut view, owner) = match state.rooms.find(&path).await?.inspect().await? {
+        Inspection::Live { view, node } => (serde_json::to_value(view).unwrap_or_default(), Some(node)),
+        Inspection::Stored(info) => (json!({"info": info, "seq": null, "subscribers": 0, "recent": []}), None),
     };
-    let mut view = view;
     if let Some(obj) = view.as_object_mut() {
         obj.insert("node".into(), json!(owner));
         obj.insert("active".into(), json!(owner.is_some()));
@@ -372,34 +283,18 @@ fn body_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Res
         .map_err(|e| ApiError::bad_request("bad_json", format!("요청 형식이 올바르지 않아요 ({e})")))
 }
 
-/// Runs a room verb wherever the room is and audits it.
-async fn room_verb(
+/// Runs a room verb on the room wherever it is and audits it.
+async fn room_verb<F>(
     state: &AppState,
     action: &'static str,
     room: &str,
     detail: &str,
-    local: impl FnOnce(
-        RoomHandle,
-    ) -> futures_util::future::BoxFuture<
-        'static,
-        Result<Result<RoomInfo, room_actor::messages::RoomOpError>, actix::MailboxError>,
-    >,
-    remote: impl FnOnce(u64) -> RoomCmd,
-) -> Result<HttpResponse, ApiError> {
-    let outcome: Result<Value, ApiError> = async {
-        match where_is(state, room).await? {
-            Place::Local(handle) => {
-                let info = local(handle).await??;
-                Ok(serde_json::to_value(info).unwrap_or_default())
-            }
-            Place::Remote(node) => {
-                let cluster = state.cluster.as_ref().ok_or_else(ApiError::unavailable)?;
-                remote_answer(cluster.request(&node, room, remote).await)
-            }
-            Place::Stored(_) => Err(ApiError::unavailable()),
-        }
-    }
-    .await;
+    verb: impl FnOnce(RoomRef) -> F,
+) -> Result<HttpResponse, ApiError>
+where
+    F: std::future::Future<Output = Result<RoomInfo, RoomOpError>>,
+{
+    let outcome: Result<RoomInfo, ApiError> = async { Ok(verb(state.rooms.find(room).await?).await?) }.await;
     match outcome {
         Ok(info) => {
             state.admin.audit(action, room, "ok", detail);
@@ -419,18 +314,8 @@ async fn close(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let body: CloseBody = body_or_default(&body)?;
-    let reason = body.reason;
-    let detail = format!("reason={reason}");
-    let local_reason = reason.clone();
-    room_verb(
-        &state,
-        "close",
-        &path,
-        &detail,
-        move |h| Box::pin(async move { h.close.send(Close { reason: local_reason }).await }),
-        move |req| RoomCmd::Close { req, reason },
-    )
-    .await
+    let detail = format!("reason={}", body.reason);
+    room_verb(&state, "close", &path, &detail, |room| async move { room.close(body.reason).await }).await
 }
 
 async fn kick(
@@ -445,16 +330,8 @@ async fn kick(
         return Err(ApiError::bad_request("bad_user", "user가 비어 있어요"));
     }
     let detail = format!("user={} reason={}", body.user, body.reason);
-    let (user, reason) = (body.user.clone(), body.reason.clone());
-    room_verb(
-        &state,
-        "kick",
-        &path,
-        &detail,
-        move |h| Box::pin(async move { h.kick.send(Kick { user: PlayerId::from(user), reason }).await }),
-        move |req| RoomCmd::Kick { req, user: body.user, reason: body.reason },
-    )
-    .await
+    let verb = |room: RoomRef| async move { room.kick(PlayerId::from(body.user), body.reason).await };
+    room_verb(&state, "kick", &path, &detail, verb).await
 }
 
 async fn drain(state: web::Data<AppState>, _op: Operator, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
@@ -487,42 +364,5 @@ async fn drain(state: web::Data<AppState>, _op: Operator, path: web::Path<String
             state.admin.audit("drain", &node, &e.code, "");
             Err(e)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn admin(token: Option<&str>, operator: Option<&str>) -> Admin {
-        let settings = crate::config::Admin { token: token.map(str::to_owned), operator: operator.map(str::to_owned) };
-        Admin::new(&settings, &Registry::new()).unwrap()
-    }
-
-    #[test]
-    fn only_the_exact_token_is_accepted() {
-        let a = admin(Some("s3cret-admin"), None);
-        assert!(a.enabled());
-        assert!(a.accepts("s3cret-admin"));
-        for wrong in ["", "s3cret-admi", "s3cret-admin ", "S3CRET-ADMIN", "s3cret-adminx"] {
-            assert!(!a.accepts(wrong), "{wrong:?}");
-        }
-        let off = admin(None, None);
-        assert!(!off.enabled());
-        assert!(!off.accepts(""));
-        // An empty configured token is the same as none: never "accept the empty string".
-        assert!(!admin(Some(""), None).enabled());
-    }
-
-    #[test]
-    fn audit_lines_name_the_operator_or_a_fingerprint_never_the_token() {
-        let a = admin(Some("s3cret-admin"), None);
-        assert!(a.who.starts_with("token:"), "{}", a.who);
-        assert_eq!(a.who.len(), "token:".len() + 12);
-        assert!(!a.who.contains("s3cret"));
-        assert_eq!(a.who, format!("token:{}", fingerprint("s3cret-admin")));
-        assert_eq!(admin(Some("t"), Some("민지")).who, "민지");
-        a.audit("kick", "r_1", "ok", "");
-        assert_eq!(a.actions.with_label_values(&["kick", "ok"]).get(), 1);
     }
 }

@@ -3,19 +3,15 @@
 use crate::auth::User;
 use crate::error::ApiError;
 use crate::limits::Kind;
-use crate::server::AppState;
+use crate::state::AppState;
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
 use engine::registry;
 use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
-use room_actor::cluster::bus::{Reply, RoomCmd};
-use room_actor::cluster::node::{ClusterNode, Owner};
-use room_actor::messages::GetInfo;
-use room_actor::messages::{LeaveSeat, RemoveSeat, Start, TakeSeat};
 use room_actor::spawn::{create_room, initial_info, CreateError, NewRoom};
+use room_actor::RoomInfo;
 use room_actor::RoomStatus;
-use room_actor::{RoomHandle, RoomInfo};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::atomic::Ordering;
@@ -181,7 +177,7 @@ async fn create(
     let full = match &state.cluster {
         // In a cluster the cap counts the user's rooms on every node, atomically in Redis.
         Some(cluster) => !cluster.quota.take(&user.id, &room_id, cap).await.map_err(|_| ApiError::unavailable())?,
-        None => state.directory.open_rooms_of(&user.id) >= cap,
+        None => state.room_deps.directory.open_rooms_of(&user.id) >= cap,
     };
     if full {
         return Err(too_many());
@@ -259,22 +255,11 @@ async fn list(state: web::Data<AppState>, _user: User, q: web::Query<ListQuery>)
         rooms.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.room_id.cmp(&b.room_id)));
         return Ok(HttpResponse::Ok().json(rooms));
     }
-    Ok(HttpResponse::Ok().json(state.directory.list(game, status)))
+    Ok(HttpResponse::Ok().json(state.room_deps.directory.list(game, status)))
 }
 
 async fn get_room(state: web::Data<AppState>, _user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let info = match where_is(&state, &path).await? {
-        Place::Local(room) => serde_json::to_value(room.info.send(GetInfo).await?).unwrap_or_default(),
-        Place::Remote(node) => {
-            let cluster = cluster_of(&state)?;
-            match cluster.request(&node, &path, |req| RoomCmd::Info { req }).await {
-                Reply::Info(json) => serde_json::from_str(&json).map_err(|_| ApiError::unavailable())?,
-                _ => return Err(ApiError::unavailable()),
-            }
-        }
-        Place::Stored(info) => serde_json::to_value(info).unwrap_or_default(),
-    };
-    Ok(HttpResponse::Ok().json(info))
+    Ok(HttpResponse::Ok().json(state.rooms.find(&path).await?.info().await?))
 }
 
 #[derive(Deserialize, Default)]
@@ -303,36 +288,12 @@ async fn sit(
     if !bot {
         check_waiting_seats(&state, &user.id, Some(&path)).await?;
     }
-    match where_is(&state, &path).await? {
-        Place::Local(room) => {
-            Ok(HttpResponse::Ok().json(room.take_seat.send(TakeSeat { user: user.id, name: user.name, bot }).await??))
-        }
-        Place::Remote(node) => {
-            let reply = cluster_of(&state)?
-                .request(&node, &path, |req| RoomCmd::TakeSeat {
-                    req,
-                    user: user.id.to_string(),
-                    name: user.name.clone(),
-                    bot,
-                })
-                .await;
-            info_reply(reply)
-        }
-        Place::Stored(_) => Err(ApiError::unavailable()),
-    }
+    let room = state.rooms.find(&path).await?;
+    Ok(HttpResponse::Ok().json(room.take_seat(user.id, user.name, bot).await?))
 }
 
 async fn leave(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    match where_is(&state, &path).await? {
-        Place::Local(room) => Ok(HttpResponse::Ok().json(room.leave_seat.send(LeaveSeat { user: user.id }).await??)),
-        Place::Remote(node) => {
-            let reply = cluster_of(&state)?
-                .request(&node, &path, |req| RoomCmd::LeaveSeat { req, user: user.id.to_string() })
-                .await;
-            info_reply(reply)
-        }
-        Place::Stored(_) => Err(ApiError::unavailable()),
-    }
+    Ok(HttpResponse::Ok().json(state.rooms.find(&path).await?.leave_seat(user.id).await?))
 }
 
 /// `DELETE /api/rooms/{room}/seats/{userId}`: the host removes a seated player (or bot)
@@ -343,17 +304,7 @@ async fn remove_seat(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (room, target) = path.into_inner();
-    match where_is(&state, &room).await? {
-        Place::Local(handle) => Ok(HttpResponse::Ok()
-            .json(handle.remove_seat.send(RemoveSeat { by: user.id, user: PlayerId::from(target) }).await??)),
-        Place::Remote(node) => {
-            let reply = cluster_of(&state)?
-                .request(&node, &room, |req| RoomCmd::RemoveSeat { req, by: user.id.to_string(), user: target })
-                .await;
-            info_reply(reply)
-        }
-        Place::Stored(_) => Err(ApiError::unavailable()),
-    }
+    Ok(HttpResponse::Ok().json(state.rooms.find(&room).await?.remove_seat(user.id, PlayerId::from(target)).await?))
 }
 
 /// Refuses a seat when `user` already sits in `rooms.max_waiting_seats_per_user` waiting
@@ -370,7 +321,7 @@ async fn check_waiting_seats(state: &AppState, user: &PlayerId, room: Option<&st
             .filter(|i| i.seats.iter().any(|s| &s.user_id == user))
             .count()
     } else {
-        state.directory.waiting_seats_of(user, room)
+        state.room_deps.directory.waiting_seats_of(user, room)
     };
     if seated >= state.settings.rooms.max_waiting_seats_per_user {
         return Err(ApiError::new(
@@ -383,65 +334,8 @@ async fn check_waiting_seats(state: &AppState, user: &PlayerId, room: Option<&st
 }
 
 async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let game_pk = match where_is(&state, &path).await? {
-        Place::Local(room) => room.start.send(Start { user: user.id }).await??,
-        Place::Remote(node) => {
-            match cluster_of(&state)?
-                .request(&node, &path, |req| RoomCmd::Start { req, user: user.id.to_string() })
-                .await
-            {
-                Reply::Start(Ok(pk)) => pk,
-                Reply::Start(Err(e)) => return Err(op_error(e)),
-                _ => return Err(ApiError::unavailable()),
-            }
-        }
-        Place::Stored(_) => return Err(ApiError::unavailable()),
-    };
+    let game_pk = state.rooms.find(&path).await?.start(user.id).await?;
     Ok(HttpResponse::Ok().json(json!({"gamePk": game_pk})))
-}
-
-/// Where a room is, for HTTP calls (players' and operators').
-pub(crate) enum Place {
-    Local(RoomHandle),
-    Remote(String),
-    /// Known (saved) but no node can take it this moment (a failover in progress).
-    Stored(RoomInfo),
-}
-
-pub(crate) async fn where_is(state: &AppState, room: &str) -> Result<Place, ApiError> {
-    let Some(cluster) = &state.cluster else {
-        return state.directory.handle(room).map(Place::Local).ok_or_else(ApiError::unknown_room);
-    };
-    match cluster.locate(room).await.map_err(|_| ApiError::unavailable())? {
-        Owner::Here(handle) => Ok(Place::Local(handle)),
-        Owner::There(node) => Ok(Place::Remote(node)),
-        Owner::Unknown | Owner::Moving => state
-            .store
-            .room(room)
-            .await
-            .map_err(|_| ApiError::unavailable())?
-            .map(Place::Stored)
-            .ok_or_else(ApiError::unknown_room),
-    }
-}
-
-fn cluster_of(state: &AppState) -> Result<&std::sync::Arc<ClusterNode>, ApiError> {
-    state.cluster.as_ref().ok_or_else(ApiError::unavailable)
-}
-
-fn op_error(e: room_actor::cluster::bus::OpError) -> ApiError {
-    ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), &e.code, e.reason)
-}
-
-fn info_reply(reply: Reply) -> Result<HttpResponse, ApiError> {
-    match reply {
-        Reply::Seat(Ok(json)) => {
-            let info: serde_json::Value = serde_json::from_str(&json).map_err(|_| ApiError::unavailable())?;
-            Ok(HttpResponse::Ok().json(info))
-        }
-        Reply::Seat(Err(e)) => Err(op_error(e)),
-        _ => Err(ApiError::unavailable()),
-    }
 }
 
 #[derive(Deserialize)]

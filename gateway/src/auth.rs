@@ -10,13 +10,9 @@
 //! random one it generates on first start and keeps in its data directory
 //! ([`load_or_create_secret`]).
 
-use crate::error::ApiError;
-use actix_web::dev::Payload;
-use actix_web::{web, FromRequest, HttpRequest};
 use engine::PlayerId;
 use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
-use std::future::{ready, Ready};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -129,7 +125,7 @@ pub fn load_or_create_secret(dir: &Path) -> std::io::Result<(String, PathBuf, bo
     }
 }
 
-/// The caller, from `Authorization: Bearer <token>`.
+/// The caller, from `Authorization: Bearer <token>` (extracted in `state.rs`).
 #[derive(Clone, Debug)]
 pub struct User {
     pub id: PlayerId,
@@ -139,21 +135,6 @@ pub struct User {
 impl From<Claims> for User {
     fn from(c: Claims) -> User {
         User { id: PlayerId::from(c.sub), name: c.name }
-    }
-}
-
-impl FromRequest for User {
-    type Error = ApiError;
-    type Future = Ready<Result<User, ApiError>>;
-
-    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
-        let user = (|| {
-            let auth = req.app_data::<web::Data<crate::server::AppState>>()?;
-            let header = req.headers().get("authorization")?.to_str().ok()?;
-            let token = header.strip_prefix("Bearer ").or_else(|| header.strip_prefix("bearer "))?;
-            auth.auth.verify(token.trim()).map(User::from)
-        })();
-        ready(user.ok_or_else(ApiError::unauthorized))
     }
 }
 

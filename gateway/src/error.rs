@@ -32,11 +32,11 @@ impl ApiError {
     }
 
     pub fn unknown_room() -> ApiError {
-        ApiError::new(StatusCode::NOT_FOUND, "unknown_room", "없는 방이에요")
+        RoomOpError::unknown_room().into()
     }
 
     pub fn unavailable() -> ApiError {
-        ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "room_unavailable", "잠시 후 다시 시도해 주세요")
+        RoomOpError::unavailable().into()
     }
 }
 
@@ -62,12 +62,6 @@ impl ResponseError for ApiError {
 
 impl From<RoomOpError> for ApiError {
     fn from(e: RoomOpError) -> ApiError {
-        ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), e.code, e.reason)
-    }
-}
-
-impl From<actix::MailboxError> for ApiError {
-    fn from(_: actix::MailboxError) -> ApiError {
-        ApiError::unavailable()
+        ApiError::new(StatusCode::from_u16(e.status).unwrap_or(StatusCode::CONFLICT), &e.code, e.reason)
     }
 }

@@ -2,7 +2,6 @@
 //! raw path, so room ids do not explode the label set), method and status, with their
 //! latency; the process's CPU, memory and file descriptors; and `roomd_build_info`.
 
-use crate::server::AppState;
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
@@ -64,7 +63,7 @@ pub async fn track(
     req: ServiceRequest,
     next: Next<impl MessageBody>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let metrics = req.app_data::<web::Data<AppState>>().map(|s| s.http_metrics.clone());
+    let metrics = req.app_data::<web::Data<HttpMetrics>>().map(|m| m.get_ref().clone());
     let method = req.method().as_str().to_owned();
     let started = Instant::now();
     let res = next.call(req).await;

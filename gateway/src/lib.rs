@@ -5,9 +5,11 @@
 //! # Layout
 //!
 //! - [`config`]: settings (defaults → file → `ROOMD__…` environment).
-//! - [`server`]: shared state and `start`, which binds and serves.
+//! - [`state`]: what every handler shares (`AppState`) and the player extractor.
+//! - [`server`]: builds the state; `start`, which binds and serves; drain.
 //! - [`api`]: the HTTP API of `PROTOCOL.md`.
-//! - [`admin`]: the operators' API (`/admin/api/…`) and console (`/admin`).
+//! - [`admin`]: the operators' API (`/admin/api/…`) and console (`/admin`);
+//!   [`admin_auth`]: the operators' token and audit trail.
 //! - [`http_metrics`]: request counts and latencies by route, process and build metrics.
 //! - [`ws`]: one session actor per WebSocket.
 //! - [`protocol`]: parsing of the client's WebSocket messages (fuzzed in `fuzz/`).
@@ -20,6 +22,7 @@
 //! - [`web`]: the browser client's files (`static/`), embedded in the binary.
 
 pub mod admin;
+pub mod admin_auth;
 pub mod api;
 pub mod auth;
 pub mod config;
@@ -30,6 +33,7 @@ pub mod names;
 pub mod protocol;
 pub mod replay;
 pub mod server;
+pub mod state;
 pub mod telemetry;
 pub mod web;
 pub mod ws;

@@ -2,7 +2,7 @@
 //!
 //! Kept apart from the session actor (`ws`) so it can be fuzzed on its own: the fuzz
 //! crate compiles this very file by path (`fuzz/src/lib.rs`), so it must use nothing
-//! but serde_json.
+//! but serde_json (its tests too).
 
 use serde_json::Value;
 
@@ -28,5 +28,36 @@ pub fn parse(text: &str) -> Result<ClientMsg, String> {
             Ok(ClientMsg::Act { room: room()?, cs, action: v.get("a").cloned() })
         }
         _ => Err("알 수 없는 메시지 종류예요".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_three_client_messages() {
+        assert!(matches!(parse(r#"{"t":"sub","room":"R"}"#), Ok(ClientMsg::Sub { room }) if room == "R"));
+        assert!(matches!(parse(r#"{"t":"unsub","room":"R"}"#), Ok(ClientMsg::Unsub { .. })));
+        assert!(matches!(
+            parse(r#"{"t":"act","room":"R","cs":7,"a":{"type":"bump"}}"#),
+            Ok(ClientMsg::Act { cs: 7, action: Some(_), .. })
+        ));
+        assert!(matches!(parse(r#"{"t":"act","room":"R","cs":7}"#), Ok(ClientMsg::Act { action: None, .. })));
+    }
+
+    #[test]
+    fn refuses_everything_else_with_a_reason() {
+        for bad in [
+            "nope",
+            "[]",
+            r#"{"t":1}"#,
+            r#"{"t":"dance"}"#,
+            r#"{"t":"sub"}"#,
+            r#"{"t":"act","room":"R","cs":-1}"#,
+            r#"{"t":"act","room":"R"}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::auth::User;
 use crate::error::ApiError;
-use crate::server::AppState;
+use crate::state::AppState;
 use actix_web::http::header::{CacheControl, CacheDirective};
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};

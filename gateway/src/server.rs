@@ -1,8 +1,10 @@
-//! The node: shared state, the actix-web app, and `run`.
+//! The node: builds the shared state ([`AppState`], `state.rs`), serves the actix-web
+//! app, and drains.
 
 use crate::auth::Auth;
 use crate::config::{Settings, StoreKind};
 use crate::limits::AddrLimits;
+pub use crate::state::{AppState, GatewayMetrics};
 use crate::{admin, api, http_metrics, ws};
 use actix_web::dev::Server;
 use actix_web::middleware::DefaultHeaders;
@@ -10,11 +12,13 @@ use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
 use room_actor::cluster::failover::FailoverMetrics;
 use room_actor::cluster::node::{ClusterConfig, ClusterNode};
+use room_actor::messages::Drain;
 use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
 use room_actor::room::Clock;
+use room_actor::sessions::Sessions;
 use room_actor::RedisStore;
-use room_actor::{Directory, FileStore, MemoryStore, RoomDeps, RoomStore};
+use room_actor::{Directory, FileStore, MemoryStore, RoomDeps, RoomStore, Rooms};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -92,50 +96,6 @@ pub enum StartError {
 /// Replay rebuilds allowed at once (each runs on the blocking pool).
 const REPLAY_BUILDS_AT_ONCE: usize = 2;
 
-/// Gateway-level metrics (rooms register theirs in the same registry).
-pub struct GatewayMetrics {
-    pub registry: Registry,
-    pub sessions: IntGauge,
-    pub ws_closed_flood: IntCounter,
-    pub ws_errors: IntCounter,
-}
-
-/// Everything handlers share.
-pub struct AppState {
-    pub settings: Settings,
-    pub node_id: String,
-    pub auth: Auth,
-    pub directory: Arc<Directory>,
-    pub store: Arc<dyn RoomStore>,
-    pub room_deps: RoomDeps,
-    /// Cluster mode: this node's membership, leases, placement and bus.
-    pub cluster: Option<Arc<ClusterNode>>,
-    pub metrics: GatewayMetrics,
-    /// Set on SIGTERM: `/readyz` answers 503 and no rooms are created.
-    pub draining: AtomicBool,
-    pub next_session: AtomicU64,
-    /// Every open WebSocket session (drain closes them with 1012).
-    pub live_sessions: std::sync::Mutex<std::collections::HashMap<u64, actix::Addr<crate::ws::WsSession>>>,
-    /// Open sockets per user (the per-user cap).
-    pub sockets: std::sync::Mutex<std::collections::HashMap<engine::PlayerId, usize>>,
-    /// Rebuilt replays (10 minutes, 32 entries).
-    pub replays: ReplayCache,
-    /// Replay rebuilds running at once.
-    pub replay_permits: tokio::sync::Semaphore,
-    /// Per-address limits on sessions, room creation and WebSocket upgrades.
-    pub limits: AddrLimits,
-    /// Sockets closed since the allocator was last trimmed ([`trim_after_closes`]).
-    pub closed_since_trim: AtomicU64,
-    /// The embedded node's file store (`store.kind = file`), for readiness.
-    pub file_store: Option<FileStore>,
-    /// The operators' API (`admin.rs`).
-    pub admin: admin::Admin,
-    /// HTTP request metrics by route (`http_metrics.rs`).
-    pub http_metrics: http_metrics::HttpMetrics,
-    /// Notified to drain the node as SIGTERM does (the admin API, locally or over the bus).
-    pub drain_request: Arc<tokio::sync::Notify>,
-}
-
 impl AppState {
     /// The state of an embedded node (file or in-memory store, no cluster).
     pub fn new(settings: Settings) -> Result<AppState, StartError> {
@@ -203,6 +163,8 @@ impl AppState {
             )),
             _ => None,
         };
+        let rooms = Rooms::new(node_id.clone(), directory, cluster.clone());
+        let open_sessions = cluster.as_ref().map_or_else(|| Arc::new(Sessions::new()), |c| c.sessions().clone());
         let drain_request = cluster.as_ref().map_or_else(Default::default, |c| c.drain_request.clone());
         // Session ids are unique across nodes: a random high half per process.
         let session_base = u64::from(uuid::Uuid::new_v4().as_u128() as u32) << 32;
@@ -215,15 +177,15 @@ impl AppState {
             ),
             settings,
             node_id,
-            directory,
             store,
             room_deps,
+            rooms,
             cluster,
             metrics: GatewayMetrics { registry, sessions, ws_closed_flood, ws_errors },
             draining: AtomicBool::new(false),
             next_session: AtomicU64::new(session_base + 1),
             sockets: std::sync::Mutex::new(std::collections::HashMap::new()),
-            live_sessions: std::sync::Mutex::new(std::collections::HashMap::new()),
+            sessions: open_sessions,
             replays: ReplayCache::new(Duration::from_secs(600), 32),
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
             closed_since_trim: AtomicU64::new(0),
@@ -232,30 +194,6 @@ impl AppState {
             http_metrics,
             drain_request,
         })
-    }
-}
-
-impl AppState {
-    /// Takes one of `user`'s socket slots; `false` when they already use them all.
-    pub fn open_socket(&self, user: &engine::PlayerId) -> bool {
-        let Ok(mut sockets) = self.sockets.lock() else { return false };
-        let open = sockets.entry(user.clone()).or_insert(0);
-        if *open >= self.settings.ws.max_sockets_per_user {
-            return false;
-        }
-        *open += 1;
-        true
-    }
-
-    pub fn close_socket(&self, user: &engine::PlayerId) {
-        if let Ok(mut sockets) = self.sockets.lock() {
-            if let Some(open) = sockets.get_mut(user) {
-                *open = open.saturating_sub(1);
-                if *open == 0 {
-                    sockets.remove(user);
-                }
-            }
-        }
     }
 }
 
@@ -320,6 +258,7 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
             .configure(api::routes)
             .route("/ws", web::get().to(ws::upgrade))
             .configure(admin::routes)
+            .app_data(web::Data::new(app_state.http_metrics.clone()))
     })
     // Signals are ours (`drain`), so a SIGTERM hands rooms over before the server stops.
     .disable_signals()
@@ -398,13 +337,11 @@ pub async fn drain(state: &AppState) {
     if let Some(cluster) = &state.cluster {
         cluster.hand_over_all(grace / 2).await;
     }
-    let sessions: Vec<actix::Addr<crate::ws::WsSession>> =
-        state.live_sessions.lock().map(|l| l.values().cloned().collect()).unwrap_or_default();
-    for session in sessions {
-        session.do_send(crate::ws::Drain);
+    for session in state.sessions.drains() {
+        session.do_send(Drain);
     }
     let deadline = tokio::time::Instant::now() + grace / 2;
-    while tokio::time::Instant::now() < deadline && state.live_sessions.lock().map(|l| !l.is_empty()).unwrap_or(false) {
+    while tokio::time::Instant::now() < deadline && !state.sessions.is_empty() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     if let Some(cluster) = &state.cluster {

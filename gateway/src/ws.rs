@@ -7,19 +7,18 @@
 //! client messages and routes them to rooms. Rooms answer through `ToClient`.
 
 use crate::protocol::{parse, ClientMsg};
-use crate::server::AppState;
+use crate::state::AppState;
 use actix::fut;
 use actix::prelude::*;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
 use engine::PlayerId;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use room_actor::cluster::bus::RoomCmd;
-use room_actor::cluster::node::Owner;
-use room_actor::messages::{Act, RttSample, SessionId, Subscribe, ToClient, Unsubscribe};
-use room_actor::{wire, RoomHandle};
+use room_actor::messages::{Drain, SessionId, ToClient};
+use room_actor::room_ref::{Caller, Lookup, Missing, RouteLost};
+use room_actor::sessions::Session;
+use room_actor::{wire, RoomRef};
 use serde::Deserialize;
-use serde_json::Value;
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
@@ -49,7 +48,7 @@ pub async fn upgrade(
     if let Err(e) = state.limits.check(crate::limits::Kind::Socket, &req) {
         return Ok(e.into_response());
     }
-    let open = state.live_sessions.lock().map(|l| l.len()).unwrap_or(0);
+    let open = state.sessions.len();
     if open >= state.settings.http.max_connections {
         info!(open, "WebSocket refused: node at http.max_connections");
         let mut err = crate::error::ApiError::new(
@@ -89,7 +88,7 @@ pub async fn upgrade(
         limiter: RateLimiter::direct(Quota::per_second(rate).allow_burst(burst)),
         over_limit: 0,
         window_start: Instant::now(),
-        me: None,
+        caller: None,
         token_exp,
         fragments: None,
     };
@@ -115,9 +114,9 @@ pub struct WsSession {
     id: SessionId,
     user: PlayerId,
     state: web::Data<AppState>,
-    /// Where each room this socket watches or acts in is (a cache: dropped when a room
-    /// moves, looked up again on the next message or route check).
-    rooms: HashMap<String, Route>,
+    /// Each room this socket watches or acts in (a cache: dropped when a room moves,
+    /// looked up again on the next message or route check).
+    rooms: HashMap<String, RoomRef>,
     /// Rooms the client subscribed to: they are subscribed again wherever they move.
     watching: std::collections::HashSet<String>,
     last_seen: Instant,
@@ -125,8 +124,8 @@ pub struct WsSession {
     rtt_ema: Option<f64>,
     limiter: DefaultDirectRateLimiter,
     over_limit: u32,
-    /// This session's own address, once started (for answers from spawned tasks).
-    me: Option<Addr<WsSession>>,
+    /// This session as rooms see it, once started.
+    caller: Option<Caller>,
     window_start: Instant,
     /// The token's `exp` (epoch s): the socket closes then (1008 after a
     /// `token_expired` error), so an expired token keeps no socket alive.
@@ -142,24 +141,6 @@ enum FragmentKind {
     Binary,
 }
 
-/// Why a lookup found no route.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Missing {
-    /// No such room: `unknown_room`.
-    Unknown,
-    /// The room exists but is moving, or the store did not answer: `room_unavailable`.
-    Moving,
-}
-
-/// Where a room is, as this session last found it.
-#[derive(Clone)]
-enum Route {
-    /// On this node.
-    Local(RoomHandle),
-    /// On another node of the cluster.
-    Remote(String),
-}
-
 impl WsSession {
     fn send_error(
         &self,
@@ -169,8 +150,13 @@ impl WsSession {
         room: Option<&str>,
         cs: Option<u64>,
     ) {
+        self.send_frame(ctx, wire::error(code, reason, room, cs));
+    }
+
+    /// An error frame for the client, counted.
+    fn send_frame(&self, ctx: &mut ws::WebsocketContext<Self>, frame: String) {
         self.state.metrics.ws_errors.inc();
-        ctx.text(wire::error(code, reason, room, cs));
+        ctx.text(frame);
     }
 
     fn heartbeat(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
@@ -197,13 +183,9 @@ impl WsSession {
         };
         self.rtt_ema = Some(ema);
         let rtt_ms = ema.round().clamp(0.0, f64::from(u32::MAX)) as u32;
-        for (room, route) in &self.rooms {
-            match route {
-                Route::Local(handle) => {
-                    let _ = handle.rtt.try_send(RttSample { user: self.user.clone(), rtt_ms });
-                }
-                Route::Remote(node) => self.tell(node, room, RoomCmd::Rtt { user: self.user.to_string(), rtt_ms }),
-            }
+        let Some(caller) = &self.caller else { return };
+        for room in self.rooms.values() {
+            room.rtt(caller, rtt_ms);
         }
     }
 
@@ -294,25 +276,23 @@ impl WsSession {
         };
         match msg {
             ClientMsg::Sub { room } => self.with_route(room, ctx, |act, room, route, resubscribed, ctx| match route {
-                Err(Missing::Unknown) => act.send_error(ctx, "unknown_room", "없는 방이에요", Some(&room), None),
+                Err(Missing::Unknown) => act.send_frame(ctx, wire::unknown_room(&room)),
                 Err(Missing::Moving) => {
                     // The room exists but is moving: watched from now on, so the route
                     // check subscribes as soon as its new owner answers (with a sync).
                     act.watching.insert(room.clone());
-                    act.send_error(ctx, "room_unavailable", "잠시 후 다시 시도해 주세요", Some(&room), None);
+                    act.send_frame(ctx, wire::room_unavailable(&room));
                 }
                 // Found again after a move: `with_route` has just subscribed (and the
                 // room answers with a sync), so once is enough.
                 Ok(_) if resubscribed => {}
-                Ok(route) => act.subscribe(room, route, ctx),
+                Ok(route) => act.subscribe(room, route),
             }),
             ClientMsg::Unsub { room } => {
-                match self.watching.remove(&room).then(|| self.rooms.remove(&room)).flatten() {
-                    Some(Route::Local(handle)) => {
-                        let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
-                    }
-                    Some(Route::Remote(node)) => self.tell(&node, &room, RoomCmd::Unsubscribe { session: self.id.0 }),
-                    None => {}
+                if let (Some(route), Some(caller)) =
+                    (self.watching.remove(&room).then(|| self.rooms.remove(&room)).flatten(), &self.caller)
+                {
+                    route.unsubscribe(caller);
                 }
             }
             ClientMsg::Act { room, cs, action } => {
@@ -322,36 +302,15 @@ impl WsSession {
                 self.with_route(room, ctx, move |act, room, route, _, ctx| match route {
                     Err(Missing::Unknown) => {
                         act.state.metrics.ws_errors.inc();
-                        ctx.text(wire::reject(&room, cs, "unknown_room", "없는 방이에요"));
+                        ctx.text(wire::reject_unknown_room(&room, cs));
                     }
                     // Not a reject: the room exists, the client resends the same cs.
-                    Err(Missing::Moving) => act.send_error(
-                        ctx,
-                        "room_unavailable",
-                        "잠시 후 같은 요청을 다시 보내 주세요",
-                        Some(&room),
-                        Some(cs),
-                    ),
-                    Ok(Route::Local(handle)) => {
-                        let out = ctx.address().recipient();
-                        let msg = Act { session: act.id, user: act.user.clone(), cs, action, out, received };
-                        if handle.act.try_send(msg).is_err() {
-                            ctx.text(wire::error(
-                                "room_unavailable",
-                                "잠시 후 같은 요청을 다시 보내 주세요",
-                                Some(&room),
-                                Some(cs),
-                            ));
+                    Err(Missing::Moving) => act.send_frame(ctx, wire::resend(&room, Some(cs))),
+                    Ok(route) => {
+                        let Some(caller) = &act.caller else { return };
+                        if route.act(caller, cs, action, received).is_err() {
+                            ctx.text(wire::resend(&room, Some(cs)));
                         }
-                    }
-                    Ok(Route::Remote(node)) => {
-                        let cmd = RoomCmd::Act {
-                            session: act.id.0,
-                            user: act.user.to_string(),
-                            cs,
-                            action_json: action.to_string(),
-                        };
-                        act.tell(&node, &room, cmd);
                     }
                 });
             }
@@ -364,100 +323,58 @@ impl WsSession {
     /// `then` learns whether the lookup re-subscribed a watched room that had moved.
     fn with_route<F>(&mut self, room: String, ctx: &mut ws::WebsocketContext<Self>, then: F)
     where
-        F: FnOnce(&mut Self, String, Result<Route, Missing>, bool, &mut ws::WebsocketContext<Self>) + 'static,
+        F: FnOnce(&mut Self, String, Result<RoomRef, Missing>, bool, &mut ws::WebsocketContext<Self>) + 'static,
     {
         if let Some(route) = self.rooms.get(&room).cloned() {
             return then(self, room, Ok(route), false, ctx);
         }
-        let Some(cluster) = self.state.cluster.clone() else {
-            let route = self.state.directory.handle(&room).map(Route::Local).ok_or(Missing::Unknown);
-            return then(self, room, route, false, ctx);
+        let lookup = match self.state.rooms.route(&room) {
+            Lookup::Now(route) => return then(self, room, route, false, ctx),
+            Lookup::Later(lookup) => lookup,
         };
-        let lookup = room.clone();
-        ctx.wait(fut::wrap_future(async move { cluster.locate(&lookup).await }).map(
-            move |found, act: &mut Self, ctx| {
-                let route = match found {
-                    Ok(Owner::Here(handle)) => Ok(Route::Local(handle)),
-                    Ok(Owner::There(node)) => Ok(Route::Remote(node)),
-                    Ok(Owner::Unknown) => Err(Missing::Unknown),
-                    // Moving, or the store did not answer in time: the room may well
-                    // exist, so never `unknown_room`.
-                    Ok(Owner::Moving) | Err(_) => Err(Missing::Moving),
-                };
-                // A watched room found again (it moved): watch it at its new place.
-                let mut resubscribed = false;
-                if let Ok(found) = &route {
-                    if act.watching.contains(&room) && !act.rooms.contains_key(&room) {
-                        act.subscribe(room.clone(), found.clone(), ctx);
-                        resubscribed = true;
-                    }
+        ctx.wait(fut::wrap_future(lookup).map(move |route: Result<RoomRef, Missing>, act: &mut Self, ctx| {
+            // A watched room found again (it moved): watch it at its new place.
+            let mut resubscribed = false;
+            if let Ok(found) = &route {
+                if act.watching.contains(&room) && !act.rooms.contains_key(&room) {
+                    act.subscribe(room.clone(), found.clone());
+                    resubscribed = true;
                 }
-                then(act, room, route, resubscribed, ctx)
-            },
-        ));
+            }
+            then(act, room, route, resubscribed, ctx)
+        }));
     }
 
-    fn subscribe(&mut self, room: String, route: Route, ctx: &mut ws::WebsocketContext<Self>) {
-        match &route {
-            Route::Local(handle) => {
-                let out = ctx.address().recipient();
-                let _ = handle.subscribe.try_send(Subscribe { session: self.id, user: self.user.clone(), out });
-                if let Some(rtt) = self.rtt_ema {
-                    let _ = handle.rtt.try_send(RttSample { user: self.user.clone(), rtt_ms: rtt.round() as u32 });
-                }
-            }
-            Route::Remote(node) => {
-                self.tell(node, &room, RoomCmd::Subscribe { session: self.id.0, user: self.user.to_string() })
-            }
+    fn subscribe(&mut self, room: String, route: RoomRef) {
+        if let Some(caller) = &self.caller {
+            route.subscribe(caller, self.rtt_ema.map(|rtt| rtt.round() as u32));
         }
         self.watching.insert(room.clone());
         self.rooms.insert(room, route);
     }
 
-    /// Sends a command to a room on another node, in order with this session's others.
-    /// If nobody listens on that node's channel (it died), the route is dropped.
-    fn tell(&self, node: &str, room: &str, cmd: RoomCmd) {
-        let (Some(cluster), Some(me)) = (self.state.cluster.clone(), self.me.clone()) else { return };
-        let (node, room) = (node.to_owned(), room.to_owned());
-        let cs = match &cmd {
-            RoomCmd::Act { cs, .. } => Some(*cs),
-            _ => None,
-        };
-        actix::spawn(async move {
-            if cluster.tell(&node, &room, cmd).await.is_err() {
-                me.do_send(RouteFailed { room, cs });
-            }
-        });
-    }
-
-    /// Every second: rooms watched through another node are checked again, so a session
-    /// follows its room to a new owner after a failover (and gets a fresh `sync`).
+    /// Every second (cluster mode): rooms watched through another node (or whose actor
+    /// here stopped, or not found yet) are looked up again, so a session follows its room
+    /// to a new owner after a failover (and gets a fresh `sync`).
     fn recheck_routes(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
-        let Some(cluster) = self.state.cluster.clone() else { return };
-        let mut remote: Vec<(String, String)> = self
+        let rooms = &self.state.rooms;
+        let mut checks: Vec<_> = self
             .rooms
             .iter()
-            .filter_map(|(room, route)| match route {
-                Route::Remote(node) => Some((room.clone(), node.clone())),
-                Route::Local(handle) if !handle.subscribe.connected() => Some((room.clone(), String::new())),
-                Route::Local(_) => None,
-            })
+            .filter_map(|(room, route)| Some((room.clone(), rooms.follow(room, Some(route))?)))
             .collect();
-        remote
-            .extend(self.watching.iter().filter(|r| !self.rooms.contains_key(*r)).map(|r| (r.clone(), String::new())));
-        for (room, was) in remote {
-            let cluster = cluster.clone();
-            let lookup = room.clone();
-            ctx.spawn(fut::wrap_future(async move { cluster.locate(&lookup).await }).map(
-                move |found, act: &mut Self, ctx| {
-                    let route = match found {
-                        Ok(Owner::Here(handle)) => Route::Local(handle),
-                        Ok(Owner::There(node)) if node != was => Route::Remote(node),
-                        _ => return,
-                    };
-                    act.subscribe(room, route, ctx);
-                },
-            ));
+        checks.extend(
+            self.watching
+                .iter()
+                .filter(|room| !self.rooms.contains_key(*room))
+                .filter_map(|room| Some((room.clone(), rooms.follow(room, None)?))),
+        );
+        for (room, check) in checks {
+            ctx.spawn(fut::wrap_future(check).map(move |found: Option<RoomRef>, act: &mut Self, _ctx| {
+                if let Some(route) = found {
+                    act.subscribe(room, route);
+                }
+            }));
         }
     }
 }
@@ -467,10 +384,15 @@ impl Actor for WsSession {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
-        self.me = Some(ctx.address());
-        if let Ok(mut live) = self.state.live_sessions.lock() {
-            live.insert(self.id.0, ctx.address());
-        }
+        self.caller = Some(Caller {
+            session: self.id,
+            user: self.user.clone(),
+            out: ctx.address().recipient(),
+            lost: ctx.address().recipient(),
+        });
+        self.state
+            .sessions
+            .insert(self.id.0, Session { out: ctx.address().recipient(), drain: ctx.address().recipient() });
         self.state.metrics.sessions.inc();
         let interval = Duration::from_secs(self.state.settings.ws.heartbeat_s.max(1));
         ctx.run_interval(interval, |act, ctx| act.heartbeat(ctx));
@@ -481,8 +403,8 @@ impl Actor for WsSession {
             ctx.text(wire::error("token_expired", "로그인이 만료됐어요. 다시 로그인해 주세요", None, None));
             act.close_with(ctx, ws::CloseCode::Policy, "token expired");
         });
-        if let Some(cluster) = &self.state.cluster {
-            cluster.register_session(self.id.0, ctx.address().recipient());
+        // Rooms move only between cluster nodes.
+        if self.state.cluster.is_some() {
             ctx.run_interval(Duration::from_secs(1), |act, ctx| act.recheck_routes(ctx));
         }
         let _span = info_span!("session", session_id = self.id.0, user_id = %self.user).entered();
@@ -493,27 +415,14 @@ impl Actor for WsSession {
         self.state.metrics.sessions.dec();
         self.state.close_socket(&self.user);
         self.state.closed_since_trim.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut live) = self.state.live_sessions.lock() {
-            live.remove(&self.id.0);
-        }
-        if let Some(cluster) = &self.state.cluster {
-            cluster.unregister_session(self.id.0);
-        }
-        for (room, route) in std::mem::take(&mut self.rooms) {
-            match route {
-                Route::Local(handle) => {
-                    let _ = handle.unsubscribe.try_send(Unsubscribe { session: self.id });
-                }
-                Route::Remote(node) => self.tell(&node, &room, RoomCmd::Unsubscribe { session: self.id.0 }),
+        self.state.sessions.remove(self.id.0);
+        if let Some(caller) = &self.caller {
+            for route in std::mem::take(&mut self.rooms).into_values() {
+                route.unsubscribe(caller);
             }
         }
     }
 }
-
-/// The node drains: close with 1012 so the client reconnects (to another node).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Drain;
 
 impl Handler<Drain> for WsSession {
     type Result = ();
@@ -526,19 +435,12 @@ impl Handler<Drain> for WsSession {
 
 /// A command could not reach the room's node (it is gone, or Redis is): the route is
 /// dropped and the client told to resend.
-#[derive(Message)]
-#[rtype(result = "()")]
-struct RouteFailed {
-    room: String,
-    cs: Option<u64>,
-}
-
-impl Handler<RouteFailed> for WsSession {
+impl Handler<RouteLost> for WsSession {
     type Result = ();
 
-    fn handle(&mut self, msg: RouteFailed, ctx: &mut Self::Context) {
+    fn handle(&mut self, msg: RouteLost, ctx: &mut Self::Context) {
         self.rooms.remove(&msg.room);
-        ctx.text(wire::error("room_unavailable", "잠시 후 같은 요청을 다시 보내 주세요", Some(&msg.room), msg.cs));
+        ctx.text(wire::resend(&msg.room, msg.cs));
     }
 }
 
@@ -547,15 +449,9 @@ impl Handler<ToClient> for WsSession {
 
     fn handle(&mut self, msg: ToClient, ctx: &mut Self::Context) {
         // A room that moved (or whose node cannot take actions now) is looked up again
-        // on the client's next message. Updates (the bulk of the traffic, and the longest
-        // texts) are never such errors: skip scanning them.
-        let scan = !msg.text.starts_with(r#"{"t":"update""#);
-        if scan && (msg.text.contains("\"room_moved\"") || msg.text.contains("\"room_unavailable\"")) {
-            if let Ok(v) = serde_json::from_str::<Value>(&msg.text) {
-                if let Some(room) = v.get("room").and_then(Value::as_str) {
-                    self.rooms.remove(room);
-                }
-            }
+        // on the client's next message.
+        if let Some(room) = &msg.stale_route {
+            self.rooms.remove(room.as_ref());
         }
         ctx.text(msg.text.as_ref());
         if msg.close {
@@ -602,37 +498,6 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
                 ctx.close(Some(ws::CloseReason { code: ws::CloseCode::Protocol, description: None }));
                 ctx.stop();
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_the_three_client_messages() {
-        assert!(matches!(parse(r#"{"t":"sub","room":"R"}"#), Ok(ClientMsg::Sub { room }) if room == "R"));
-        assert!(matches!(parse(r#"{"t":"unsub","room":"R"}"#), Ok(ClientMsg::Unsub { .. })));
-        assert!(matches!(
-            parse(r#"{"t":"act","room":"R","cs":7,"a":{"type":"bump"}}"#),
-            Ok(ClientMsg::Act { cs: 7, action: Some(_), .. })
-        ));
-        assert!(matches!(parse(r#"{"t":"act","room":"R","cs":7}"#), Ok(ClientMsg::Act { action: None, .. })));
-    }
-
-    #[test]
-    fn refuses_everything_else_with_a_reason() {
-        for bad in [
-            "nope",
-            "[]",
-            r#"{"t":1}"#,
-            r#"{"t":"dance"}"#,
-            r#"{"t":"sub"}"#,
-            r#"{"t":"act","room":"R","cs":-1}"#,
-            r#"{"t":"act","room":"R"}"#,
-        ] {
-            assert!(parse(bad).is_err(), "{bad}");
         }
     }
 }

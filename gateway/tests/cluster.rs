@@ -3,194 +3,45 @@
 //! (`REDIS_URL`, started by ./scripts/test; these fail, never skip, without it), all on
 //! 127.0.0.1. Each test uses its own key prefix, so tests never see each other's rooms.
 
-use futures_util::{SinkExt, StreamExt};
+mod support;
+
+use futures_util::StreamExt;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
-use tokio::net::TcpStream;
+use support::procs::{
+    connect, create_room, get_json, metric, next_within, redis_url, room_on, send, start_tally, token, until_all_see,
+    OwnRedis, Proc, Settings, Ws,
+};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-/// `GET url` with `token`, as JSON.
-async fn get_json(http: &reqwest::Client, url: String, token: &str) -> Value {
-    http.get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap()
+/// A node with a short lease whose ended rooms linger 2 s, on the test Redis.
+fn node(id: &str, prefix: &str) -> Proc {
+    node_on(id, prefix, &redis_url())
 }
 
-/// The value of the sample `name` (without labels) on `node`'s `/metrics`.
-async fn metric(http: &reqwest::Client, node: &Node, name: &str) -> f64 {
-    let text = http.get(format!("{}/metrics", node.base)).send().await.unwrap().text().await.unwrap();
-    text.lines()
-        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap_or_else(|| panic!("no {name} on {}", node.base))
-}
-
-const SECRET: &str = "cluster-test-secret";
-
-struct Node {
-    child: Child,
-    base: String,
-}
-
-impl Node {
-    fn start(id: &str, prefix: &str) -> Node {
-        let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
-        Node::start_with(id, prefix, &url)
-    }
-
-    fn start_with(id: &str, prefix: &str, url: &str) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_roomd"))
-            .env("ROOMD__HTTP__PORT", "0")
-            .env("ROOMD__HTTP__WORKERS", "1")
-            .env("ROOMD__NODE__ID", id)
-            .env("ROOMD__REDIS__URL", url)
-            .env("ROOMD__REDIS__PREFIX", prefix)
-            .env("ROOMD__AUTH__SECRET", SECRET)
-            .env("ROOMD__CLUSTER__LEASE_MS", "1500")
-            .env("ROOMD__CLUSTER__HEARTBEAT_MS", "300")
-            .env("ROOMD__LOG__LEVEL", "warn")
-            .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
-            // Every test client is 127.0.0.1.
-            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
-            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
-            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
-            .env("ROOMD__ROOMS__ENDED_LINGER_S", "2")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("roomd starts");
-        let stdout = child.stdout.take().unwrap();
-        let mut reader = BufReader::new(stdout);
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        // Keep reading the node's output so its logging never hits a closed pipe.
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
-        Node { child, base: format!("http://{addr}") }
-    }
-
-    fn ws(&self) -> String {
-        self.base.replace("http://", "ws://")
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
+fn node_on(id: &str, prefix: &str, url: &str) -> Proc {
+    Proc::spawn(id, Settings::cluster(id, prefix, url).short_lease().set("ROOMD__ROOMS__ENDED_LINGER_S", "2"))
 }
 
 /// These tests start several processes each: run them one at a time so a loaded CI
 /// machine does not turn timing into flakiness.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Waits until every node sees `n` live nodes.
-async fn until_all_see(nodes: &[&Node], n: u64) {
-    let http = reqwest::Client::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    for node in nodes {
-        loop {
-            let ready: Value = match http.get(format!("{}/readyz", node.base)).send().await {
-                Ok(r) => r.json().await.unwrap_or_default(),
-                Err(_) => Value::Null,
-            };
-            if ready["liveNodes"].as_u64() == Some(n) {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "nodes never saw each other");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
 fn prefix() -> String {
-    format!("roomd-it-{}", engine::Seed::from_os().unwrap().to_hex())
-}
-
-async fn token(http: &reqwest::Client, node: &Node, name: &str) -> (String, String) {
-    let v: Value = http
-        .post(format!("{}/api/session", node.base))
-        .json(&json!({"name": name}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    (v["userId"].as_str().unwrap().into(), v["token"].as_str().unwrap().into())
-}
-
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-async fn connect(node: &Node, token: &str) -> Ws {
-    tokio_tungstenite::connect_async(format!("{}/ws?token={token}", node.ws())).await.unwrap().0
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.unwrap();
+    support::procs::prefix("it")
 }
 
 /// The next message matching `pred`, within `secs`.
 async fn next_where(ws: &mut Ws, secs: u64, pred: impl Fn(&Value) -> bool) -> Option<Value> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        match tokio::time::timeout_at(deadline, ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) => {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                if pred(&v) {
-                    return Some(v);
-                }
-            }
-            Ok(Some(Ok(_))) => {}
-            _ => return None,
-        }
-    }
-}
-
-/// Creates a tally room through `via`, seats `others`, starts it; returns (room, owner).
-async fn tally_room(
-    http: &reqwest::Client,
-    via: &Node,
-    host: &str,
-    others: &[(&Node, &str)],
-    target: Value,
-) -> (String, String) {
-    let created: Value = http
-        .post(format!("{}/api/rooms", via.base))
-        .bearer_auth(host)
-        .json(&json!({"game": "tally", "options": {"target": target}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let room = created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
-    for (node, token) in others {
-        let r = http.post(format!("{}/api/rooms/{room}/seats", node.base)).bearer_auth(token).send().await.unwrap();
-        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-    }
-    let started = http.post(format!("{}/api/rooms/{room}/start", via.base)).bearer_auth(host).send().await.unwrap();
-    assert_eq!(started.status(), 200, "{}", started.text().await.unwrap());
-    let info: Value = get_json(http, format!("{}/api/rooms/{room}", via.base), host).await;
-    (room, info["node"].as_str().unwrap().to_owned())
+    next_within(ws, Duration::from_secs(secs), pred).await
 }
 
 #[tokio::test]
 async fn clients_on_two_nodes_play_a_room_owned_by_a_third() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let nodes = [Node::start("na", &prefix), Node::start("nb", &prefix), Node::start("nc", &prefix)];
+    let nodes = [node("na", &prefix), node("nb", &prefix), node("nc", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
@@ -198,7 +49,7 @@ async fn clients_on_two_nodes_play_a_room_owned_by_a_third() {
     // Find a room whose owner is neither of the two nodes the players use.
     let mut found = None;
     for _ in 0..12 {
-        let (room, owner) = tally_room(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(10)).await;
+        let (room, owner) = start_tally(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(10)).await;
         if owner == "nc" {
             found = Some(room);
             break;
@@ -230,7 +81,7 @@ async fn clients_on_two_nodes_play_a_room_owned_by_a_third() {
 async fn sigkill_of_the_owner_loses_no_acknowledged_action_in_any_of_its_rooms() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let mut nodes = [Node::start("fa", &prefix), Node::start("fb", &prefix), Node::start("fc", &prefix)];
+    let mut nodes = [node("fa", &prefix), node("fb", &prefix), node("fc", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
@@ -238,7 +89,7 @@ async fn sigkill_of_the_owner_loses_no_acknowledged_action_in_any_of_its_rooms()
     // Rooms until four of them live on fc (the node we will kill).
     let mut rooms = Vec::new();
     for _ in 0..40 {
-        let (room, owner) = tally_room(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(10)).await;
+        let (room, owner) = start_tally(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(10)).await;
         if owner == "fc" {
             rooms.push(room);
             if rooms.len() == 4 {
@@ -302,44 +153,16 @@ async fn sigkill_of_the_owner_loses_no_acknowledged_action_in_any_of_its_rooms()
     );
 }
 
-fn signal(node: &Node, sig: &str) {
-    let status = Command::new("kill").arg(format!("-{sig}")).arg(node.child.id().to_string()).status().unwrap();
-    assert!(status.success(), "kill -{sig}");
-}
-
-/// Creates tally rooms through `via` until one is owned by `owner`; returns its id.
-async fn room_on(http: &reqwest::Client, via: &Node, host: &str, other: (&Node, &str), owner: &str) -> String {
-    room_with_target_on(http, via, host, other, owner, json!(null)).await
-}
-
-/// [`room_on`] with a tally target.
-async fn room_with_target_on(
-    http: &reqwest::Client,
-    via: &Node,
-    host: &str,
-    other: (&Node, &str),
-    owner: &str,
-    target: Value,
-) -> String {
-    for _ in 0..16 {
-        let (room, at) = tally_room(http, via, host, &[other], target.clone()).await;
-        if at == owner {
-            return room;
-        }
-    }
-    panic!("no room landed on {owner}");
-}
-
 #[tokio::test]
 async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let mut nodes = [Node::start("da", &prefix), Node::start("db", &prefix), Node::start("dc", &prefix)];
+    let mut nodes = [node("da", &prefix), node("db", &prefix), node("dc", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "dc").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "dc", json!(null), 16).await;
     let mut a = connect(&nodes[0], &alice).await;
     let mut on_drained = connect(&nodes[2], &bob).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
@@ -350,7 +173,7 @@ async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() 
         send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
         next_where(&mut a, 10, |v| v["t"] == "ack").await.expect("ack");
     }
-    signal(&nodes[2], "TERM");
+    nodes[2].signal("TERM");
     // bob's socket on the draining node is closed with 1012 (service restart).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     let mut close_code = None;
@@ -372,7 +195,7 @@ async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() 
     // The drained process exits by itself within its grace.
     let exit_deadline = std::time::Instant::now() + Duration::from_secs(25);
     loop {
-        if nodes[2].child.try_wait().unwrap().is_some() {
+        if nodes[2].exited() {
             break;
         }
         assert!(std::time::Instant::now() < exit_deadline, "drained node did not exit");
@@ -386,12 +209,12 @@ async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() 
 async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let nodes = [Node::start("sa", &prefix), Node::start("sb", &prefix), Node::start("sc", &prefix)];
+    let nodes = [node("sa", &prefix), node("sb", &prefix), node("sc", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "sc").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "sc", json!(null), 16).await;
     let mut a = connect(&nodes[0], &alice).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
     next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -400,7 +223,7 @@ async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
         next_where(&mut a, 10, |v| v["t"] == "ack").await.expect("ack");
     }
     // Freeze the owner past its lease: another node takes the room.
-    signal(&nodes[2], "STOP");
+    nodes[2].signal("STOP");
     let mut seen: std::collections::BTreeMap<u64, Value> = std::collections::BTreeMap::new();
     let mut resumed = None;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
@@ -411,7 +234,7 @@ async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
     assert_eq!(resumed.expect("another node took the room")["seq"], 4);
     // Wake the old owner. It still believes it owns the room and may try to act on the
     // commands queued for it; its appends are fenced, so nothing it does reaches alice.
-    signal(&nodes[2], "CONT");
+    nodes[2].signal("CONT");
     for cs in 5..=8u64 {
         send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -437,69 +260,17 @@ async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
     }
 }
 
-/// A Redis of the test's own, with AOF fsync on every write, so it can be restarted.
-struct OwnRedis {
-    child: Child,
-    port: u16,
-    dir: std::path::PathBuf,
-}
-
-impl OwnRedis {
-    fn start(port: u16, dir: &std::path::Path) -> OwnRedis {
-        let child = Command::new("redis-server")
-            .args([
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                &port.to_string(),
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "always",
-            ])
-            .args(["--save", "", "--dir", dir.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (./scripts/test installs it)");
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(std::time::Instant::now() < deadline, "redis-server did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        OwnRedis { child, port, dir: dir.to_owned() }
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 #[tokio::test]
 async fn a_redis_restart_pauses_rooms_and_loses_no_acknowledged_action() {
     let _serial = SERIAL.lock().await;
-    let dir = std::env::temp_dir().join(format!("roomd-aof-{}", engine::Seed::from_os().unwrap().to_hex()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
-    let mut redis = OwnRedis::start(port, &dir);
-    let url = format!("redis://127.0.0.1:{}/", redis.port);
-    let nodes = [Node::start_with("ra", "roomd-aof", &url), Node::start_with("rb", "roomd-aof", &url)];
+    let mut redis = OwnRedis::start();
+    let url = redis.url();
+    let nodes = [node_on("ra", "roomd-aof", &url), node_on("rb", "roomd-aof", &url)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let (room, _) = tally_room(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(null)).await;
+    let (room, _) = start_tally(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(null)).await;
     let mut a = connect(&nodes[0], &alice).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
     next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -508,14 +279,14 @@ async fn a_redis_restart_pauses_rooms_and_loses_no_acknowledged_action() {
         next_where(&mut a, 10, |v| v["t"] == "ack").await.expect("ack");
     }
 
-    redis.stop();
+    redis.kill();
     // The store is unreachable: readiness says so, and an action is not acknowledged.
     let ready = http.get(format!("{}/readyz", nodes[0].base)).send().await.unwrap();
     assert_eq!(ready.status(), 503);
     send(&mut a, json!({"t": "act", "room": room, "cs": 4, "a": {"type": "bump"}})).await;
     assert!(next_where(&mut a, 2, |v| v["t"] == "ack" && v["cs"] == 4).await.is_none(), "acked without a store");
 
-    let _redis = OwnRedis::start(port, &dir);
+    redis.up();
     let mut acked = None;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while acked.is_none() && tokio::time::Instant::now() < deadline {
@@ -534,9 +305,9 @@ async fn a_redis_restart_pauses_rooms_and_loses_no_acknowledged_action() {
 async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let nodes = [Node::start("ma", &prefix), Node::start("mb", &prefix)];
+    let nodes = [node("ma", &prefix), node("mb", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
-    let url = std::env::var("REDIS_URL").unwrap();
+    let url = redis_url();
     // Garbage, a truncated frame, an empty message, and a frame of another bus version on
     // node ma's channel.
     let foreign = format!("{}12345678{{}}", char::from(room_actor::cluster::bus::FRAME_VERSION + 1));
@@ -552,7 +323,7 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
     // ma's bus loop still works: a room owned by ma, played from mb, goes both ways.
-    let room = room_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "ma").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "ma", json!(null), 16).await;
     let mut b = connect(&nodes[1], &bob).await;
     send(&mut b, json!({"t": "sub", "room": room})).await;
     next_where(&mut b, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -573,12 +344,12 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
 async fn a_replay_is_served_by_a_node_that_never_hosted_the_game() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let nodes = [Node::start("pa", &prefix), Node::start("pb", &prefix), Node::start("pc", &prefix)];
+    let nodes = [node("pa", &prefix), node("pb", &prefix), node("pc", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_with_target_on(&http, &nodes[0], &alice, (&nodes[1], &bob), "pc", json!(10)).await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "pc", json!(10), 16).await;
     let mut a = connect(&nodes[0], &alice).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
     next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -604,19 +375,19 @@ async fn a_replay_is_served_by_a_node_that_never_hosted_the_game() {
 async fn an_ended_room_nobody_watches_closes_and_gives_its_lease_back() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let nodes = [Node::start("ea", &prefix), Node::start("eb", &prefix)];
+    let nodes = [node("ea", &prefix), node("eb", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let (room, owner) = tally_room(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(10)).await;
+    let (room, owner) = start_tally(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(10)).await;
     let owner_node = match owner.as_str() {
         "ea" => &nodes[0],
         "eb" => &nodes[1],
         other => panic!("unknown owner {other}"),
     };
     let lease_key = format!("{prefix}:{{room:{room}}}:lease");
-    let url = std::env::var("REDIS_URL").unwrap();
+    let url = redis_url();
     let lease = || {
         let out = Command::new("redis-cli").args(["-u", &url, "GET", &lease_key]).output().expect("redis-cli runs");
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
@@ -647,22 +418,12 @@ async fn an_ended_room_nobody_watches_closes_and_gives_its_lease_back() {
 async fn the_host_removes_a_seated_player_through_a_node_that_does_not_own_the_room() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let nodes = [Node::start("ka", &prefix), Node::start("kb", &prefix)];
+    let nodes = [node("ka", &prefix), node("kb", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
     let http = reqwest::Client::new();
     let (_, host) = token(&http, &nodes[0], "방장").await;
     let (guest_id, guest) = token(&http, &nodes[0], "손님").await;
-    let created: Value = http
-        .post(format!("{}/api/rooms", nodes[0].base))
-        .bearer_auth(&host)
-        .json(&json!({"game": "tally"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let room = created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    let room = create_room(&http, &nodes[0].base, &host, json!({"game": "tally"})).await;
     let info = get_json(&http, format!("{}/api/rooms/{room}", nodes[0].base), &host).await;
     // Every call below goes through the node that does not own the room (over the bus).
     let via = if info["node"] == "ka" { &nodes[1] } else { &nodes[0] };

@@ -4,118 +4,32 @@
 //! it). Rooms are listed cluster-wide in pages; close, kick and drain reach the room or
 //! node wherever it is, and real WebSocket clients on other nodes see their effects.
 
-use futures_util::{SinkExt, StreamExt};
+mod support;
+
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpStream;
+use support::procs::{connect, next_within, redis_url, send, token, until_all_see, Proc, Settings, Ws};
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-const SECRET: &str = "cluster-admin-test-secret";
 const ADMIN: &str = "cluster-admin-token-42";
 
-struct Node {
-    child: Child,
-    base: String,
-    /// Everything the node logged (JSON lines).
-    log: Arc<Mutex<String>>,
-}
-
-impl Node {
-    fn start(id: &str, prefix: &str) -> Node {
-        let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_roomd"))
-            .env("ROOMD__HTTP__PORT", "0")
-            .env("ROOMD__HTTP__WORKERS", "1")
-            .env("ROOMD__NODE__ID", id)
-            .env("ROOMD__REDIS__URL", url)
-            .env("ROOMD__REDIS__PREFIX", prefix)
-            .env("ROOMD__AUTH__SECRET", SECRET)
-            .env("ROOMD__ADMIN__TOKEN", ADMIN)
-            .env("ROOMD__CLUSTER__LEASE_MS", "1500")
-            .env("ROOMD__CLUSTER__HEARTBEAT_MS", "300")
-            .env("ROOMD__CLUSTER__DRAIN_GRACE_S", "4")
-            .env("ROOMD__LOG__LEVEL", "warn,audit=info")
-            .env("ROOMD__LOG__FORMAT", "json")
-            .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
-            // Every test client is 127.0.0.1.
-            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
-            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
-            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("roomd starts");
-        let mut reader = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        while !line.contains("listening on") {
-            line.clear();
-            assert!(reader.read_line(&mut line).unwrap() > 0, "roomd exited before listening");
-        }
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = log.clone();
-        std::thread::spawn(move || {
-            for l in reader.lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap();
-                s.push_str(&l);
-                s.push('\n');
-            }
-        });
-        let addr = line.split("http://").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_owned();
-        Node { child, base: format!("http://{addr}"), log }
-    }
-
-    fn ws(&self) -> String {
-        self.base.replace("http://", "ws://")
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A node with a short lease, the admin API on, and its JSON log kept (`Proc::log`).
+fn node(id: &str, prefix: &str) -> Proc {
+    let settings = Settings::cluster(id, prefix, &redis_url())
+        .short_lease()
+        .set("ROOMD__ADMIN__TOKEN", ADMIN)
+        .set("ROOMD__CLUSTER__DRAIN_GRACE_S", "4")
+        .set("ROOMD__LOG__LEVEL", "warn,audit=info")
+        .set("ROOMD__LOG__FORMAT", "json");
+    Proc::spawn(id, settings)
 }
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 fn prefix() -> String {
-    format!("roomd-adm-{}", engine::Seed::from_os().unwrap().to_hex())
-}
-
-async fn until_all_see(nodes: &[&Node], n: u64) {
-    let http = reqwest::Client::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    for node in nodes {
-        loop {
-            let ready: Value = match http.get(format!("{}/readyz", node.base)).send().await {
-                Ok(r) => r.json().await.unwrap_or_default(),
-                Err(_) => Value::Null,
-            };
-            if ready["liveNodes"].as_u64() == Some(n) {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "nodes never saw each other");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-async fn token(http: &reqwest::Client, node: &Node, name: &str) -> (String, String) {
-    let v: Value = http
-        .post(format!("{}/api/session", node.base))
-        .json(&json!({"name": name}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    (v["userId"].as_str().unwrap().into(), v["token"].as_str().unwrap().into())
+    support::procs::prefix("adm")
 }
 
 async fn get(http: &reqwest::Client, url: String, token: Option<&str>) -> (u16, Value) {
@@ -132,34 +46,12 @@ async fn post(http: &reqwest::Client, url: String, token: &str, body: Value) -> 
     (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
 }
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-async fn connect(node: &Node, token: &str) -> Ws {
-    tokio_tungstenite::connect_async(format!("{}/ws?token={token}", node.ws())).await.unwrap().0
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.unwrap();
-}
-
 async fn next_where(ws: &mut Ws, secs: u64, pred: impl Fn(&Value) -> bool) -> Option<Value> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        match tokio::time::timeout_at(deadline, ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) => {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                if pred(&v) {
-                    return Some(v);
-                }
-            }
-            Ok(Some(Ok(_))) => {}
-            _ => return None,
-        }
-    }
+    next_within(ws, Duration::from_secs(secs), pred).await
 }
 
 /// A waiting tally room created through `via`; `GET`ting it activates it on its owner.
-async fn room(http: &reqwest::Client, via: &Node, host: &str) -> (String, String) {
+async fn room(http: &reqwest::Client, via: &Proc, host: &str) -> (String, String) {
     let (status, created) =
         post(http, format!("{}/api/rooms", via.base), host, json!({"game": "tally", "options": {"target": null}}))
             .await;
@@ -173,7 +65,7 @@ async fn room(http: &reqwest::Client, via: &Node, host: &str) -> (String, String
 async fn rooms_are_paged_cluster_wide_and_close_and_kick_reach_clients_on_other_nodes() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let nodes = [Node::start("ka", &prefix), Node::start("kb", &prefix), Node::start("kc", &prefix)];
+    let nodes = [node("ka", &prefix), node("kb", &prefix), node("kc", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, host) = token(&http, &nodes[0], "host").await;
@@ -317,7 +209,7 @@ async fn rooms_are_paged_cluster_wide_and_close_and_kick_reach_clients_on_other_
 async fn an_operator_drains_another_node_remotely_as_sigterm_would() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let mut nodes = [Node::start("qa", &prefix), Node::start("qb", &prefix), Node::start("qc", &prefix)];
+    let mut nodes = [node("qa", &prefix), node("qb", &prefix), node("qc", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, host) = token(&http, &nodes[0], "host").await;
@@ -337,7 +229,7 @@ async fn an_operator_drains_another_node_remotely_as_sigterm_would() {
     }
     assert_eq!(code, Some(1012));
     let exit_deadline = std::time::Instant::now() + Duration::from_secs(25);
-    while nodes[2].child.try_wait().unwrap().is_none() {
+    while !nodes[2].exited() {
         assert!(std::time::Instant::now() < exit_deadline, "drained node did not exit");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -6,186 +6,51 @@
 //! nodes. Needs `REDIS_URL` (./scripts/test starts it); fails, never skips, without it.
 //! Timings are printed; the asserted bounds are generous (shared, loaded machines).
 
-use futures_util::{SinkExt, StreamExt};
+mod support;
+
+use futures_util::StreamExt;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
+use support::procs::{
+    connect, get_json, metric, next_within, redis_url, room_on, send, start_tally, token, until_all_see, Proc,
+    Settings, Ws,
+};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
-const SECRET: &str = "failover-test-secret";
-
-struct Node {
-    child: Child,
-    base: String,
+/// A node with the default cluster timings (no lease or heartbeat override) on the test
+/// Redis; `extra` adds or overrides settings.
+fn node(id: &str, prefix: &str, extra: &[(&str, &str)]) -> Proc {
+    node_on(id, prefix, &redis_url(), extra)
 }
 
-impl Node {
-    fn start(id: &str, prefix: &str, extra: &[(&str, &str)]) -> Node {
-        let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
-        Node::start_with(id, prefix, &url, extra)
-    }
-
-    /// A node with the default cluster timings (no lease or heartbeat override).
-    fn start_with(id: &str, prefix: &str, url: &str, extra: &[(&str, &str)]) -> Node {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roomd"));
-        cmd.env("ROOMD__HTTP__PORT", "0")
-            .env("ROOMD__HTTP__WORKERS", "1")
-            .env("ROOMD__NODE__ID", id)
-            .env("ROOMD__REDIS__URL", url)
-            .env("ROOMD__REDIS__PREFIX", prefix)
-            .env("ROOMD__AUTH__SECRET", SECRET)
-            .env("ROOMD__LOG__LEVEL", "warn")
-            .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
-            // Every test client is 127.0.0.1.
-            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
-            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
-            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
-            .env_remove("ROOMD__CLUSTER__LEASE_MS")
-            .env_remove("ROOMD__CLUSTER__HEARTBEAT_MS");
-        for (k, v) in extra {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("roomd starts");
-        let stdout = child.stdout.take().unwrap();
-        let mut reader = BufReader::new(stdout);
-        let mut line = String::new();
-        reader.read_line(&mut line).unwrap();
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
-        Node { child, base: format!("http://{addr}") }
-    }
-
-    fn ws(&self) -> String {
-        self.base.replace("http://", "ws://")
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
+fn node_on(id: &str, prefix: &str, url: &str, extra: &[(&str, &str)]) -> Proc {
+    let settings = Settings::cluster(id, prefix, url)
+        .unset("ROOMD__CLUSTER__LEASE_MS")
+        .unset("ROOMD__CLUSTER__HEARTBEAT_MS")
+        .with(extra);
+    Proc::spawn(id, settings)
 }
 
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-async fn until_all_see(nodes: &[&Node], n: u64) {
-    let http = reqwest::Client::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    for node in nodes {
-        loop {
-            let ready: Value = match http.get(format!("{}/readyz", node.base)).send().await {
-                Ok(r) => r.json().await.unwrap_or_default(),
-                Err(_) => Value::Null,
-            };
-            if ready["liveNodes"].as_u64() == Some(n) {
-                break;
-            }
-            assert!(tokio::time::Instant::now() < deadline, "nodes never saw each other");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
 fn prefix() -> String {
-    format!("roomd-fo-{}", engine::Seed::from_os().unwrap().to_hex())
-}
-
-async fn token(http: &reqwest::Client, node: &Node, name: &str) -> (String, String) {
-    let v: Value = http
-        .post(format!("{}/api/session", node.base))
-        .json(&json!({"name": name}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    (v["userId"].as_str().unwrap().into(), v["token"].as_str().unwrap().into())
-}
-
-async fn get_json(http: &reqwest::Client, url: String, token: &str) -> Value {
-    http.get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap()
+    support::procs::prefix("fo")
 }
 
 /// The sum of the sample `name` (without labels) over `nodes`' `/metrics`.
-async fn metric_sum(http: &reqwest::Client, nodes: &[&Node], name: &str) -> f64 {
+async fn metric_sum(http: &reqwest::Client, nodes: &[&Proc], name: &str) -> f64 {
     let mut sum = 0.0;
     for node in nodes {
-        let text = http.get(format!("{}/metrics", node.base)).send().await.unwrap().text().await.unwrap();
-        sum += text
-            .lines()
-            .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
-            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no {name} on {}", node.base));
+        sum += metric(http, node, name).await;
     }
     sum
 }
 
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-async fn connect(node: &Node, token: &str) -> Ws {
-    tokio_tungstenite::connect_async(format!("{}/ws?token={token}", node.ws())).await.unwrap().0
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.unwrap();
-}
-
 async fn next_where(ws: &mut Ws, ms: u64, pred: impl Fn(&Value) -> bool) -> Option<Value> {
-    let deadline = tokio::time::Instant::now() + Duration::from_millis(ms);
-    loop {
-        match tokio::time::timeout_at(deadline, ws.next()).await {
-            Ok(Some(Ok(Message::Text(t)))) => {
-                let v: Value = serde_json::from_str(&t).unwrap();
-                if pred(&v) {
-                    return Some(v);
-                }
-            }
-            Ok(Some(Ok(_))) => {}
-            _ => return None,
-        }
-    }
-}
-
-/// Creates a started tally room through `via` with `other` seated; returns (room, owner).
-async fn tally_room(
-    http: &reqwest::Client,
-    via: &Node,
-    host: &str,
-    other: (&Node, &str),
-    target: Value,
-) -> (String, String) {
-    let created: Value = http
-        .post(format!("{}/api/rooms", via.base))
-        .bearer_auth(host)
-        .json(&json!({"game": "tally", "options": {"target": target}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let room = created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
-    let r = http.post(format!("{}/api/rooms/{room}/seats", other.0.base)).bearer_auth(other.1).send().await.unwrap();
-    assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
-    let started = http.post(format!("{}/api/rooms/{room}/start", via.base)).bearer_auth(host).send().await.unwrap();
-    assert_eq!(started.status(), 200, "{}", started.text().await.unwrap());
-    let info = get_json(http, format!("{}/api/rooms/{room}", via.base), host).await;
-    (room, info["node"].as_str().unwrap().to_owned())
+    next_within(ws, Duration::from_millis(ms), pred).await
 }
 
 /// Sends `cs` (a bump) every 100 ms until it is acknowledged; (ack, ms waited).
@@ -209,14 +74,14 @@ fn median_max(mut ms: Vec<u128>) -> (u128, u128) {
 async fn sigkill_of_an_owner_of_five_rooms_resumes_them_within_about_a_second_with_default_settings() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let mut nodes = [Node::start("ka", &prefix, &[]), Node::start("kb", &prefix, &[]), Node::start("kc", &prefix, &[])];
+    let mut nodes = [node("ka", &prefix, &[]), node("kb", &prefix, &[]), node("kc", &prefix, &[])];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
     let mut rooms = Vec::new();
     for _ in 0..60 {
-        let (room, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
+        let (room, owner) = start_tally(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(null)).await;
         if owner == "kc" {
             rooms.push(room);
             if rooms.len() == 5 {
@@ -309,26 +174,14 @@ impl Proxy {
 async fn a_node_cut_from_redis_but_alive_is_declared_dead_and_cannot_corrupt_the_history() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
+    let url = redis_url();
     let proxy = Proxy::start(&url).await;
-    let nodes = [
-        Node::start("wa", &prefix, &[]),
-        Node::start("wb", &prefix, &[]),
-        Node::start_with("wc", &prefix, &proxy.url(), &[]),
-    ];
+    let nodes = [node("wa", &prefix, &[]), node("wb", &prefix, &[]), node_on("wc", &prefix, &proxy.url(), &[])];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let mut room = None;
-    for _ in 0..30 {
-        let (r, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
-        if owner == "wc" {
-            room = Some(r);
-            break;
-        }
-    }
-    let room = room.expect("a room lands on wc");
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "wc", json!(null), 30).await;
     // alice plays from wa; bob plays from wc itself, the node about to be cut.
     let mut a = connect(&nodes[0], &alice).await;
     let mut b = connect(&nodes[2], &bob).await;
@@ -407,20 +260,12 @@ async fn a_node_cut_from_redis_but_alive_is_declared_dead_and_cannot_corrupt_the
 async fn a_player_who_left_a_running_game_stays_gone_after_a_failover() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let mut nodes = [Node::start("ga", &prefix, &[]), Node::start("gb", &prefix, &[]), Node::start("gc", &prefix, &[])];
+    let mut nodes = [node("ga", &prefix, &[]), node("gb", &prefix, &[]), node("gc", &prefix, &[])];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (bob_id, bob) = token(&http, &nodes[1], "bob").await;
-    let mut room = None;
-    for _ in 0..30 {
-        let (r, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
-        if owner == "gc" {
-            room = Some(r);
-            break;
-        }
-    }
-    let room = room.expect("a room lands on gc");
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "gc", json!(null), 30).await;
     let left =
         http.delete(format!("{}/api/rooms/{room}/seats/me", nodes[1].base)).bearer_auth(&bob).send().await.unwrap();
     assert_eq!(left.status(), 200, "{}", left.text().await.unwrap());
@@ -446,12 +291,12 @@ async fn the_open_room_cap_holds_across_the_cluster_and_frees_when_a_room_ends()
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
     let cap = [("ROOMD__ROOMS__MAX_OPEN_PER_USER", "2")];
-    let nodes = [Node::start("qa", &prefix, &cap), Node::start("qb", &prefix, &cap)];
+    let nodes = [node("qa", &prefix, &cap), node("qb", &prefix, &cap)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let create = |node: &Node| {
+    let create = |node: &Proc| {
         http.post(format!("{}/api/rooms", node.base))
             .bearer_auth(&alice)
             .json(&json!({"game": "tally", "options": {"target": 10}}))
@@ -490,29 +335,16 @@ async fn the_open_room_cap_holds_across_the_cluster_and_frees_when_a_room_ends()
     assert_eq!(create(&nodes[0]).await.unwrap().status(), 429);
 }
 
-fn signal(node: &Node, sig: &str) {
-    let status = Command::new("kill").arg(format!("-{sig}")).arg(node.child.id().to_string()).status().unwrap();
-    assert!(status.success(), "kill -{sig}");
-}
-
 #[tokio::test]
 async fn sigstop_past_the_lease_then_sigcont_keeps_one_history_with_default_settings() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
-    let nodes = [Node::start("ta", &prefix, &[]), Node::start("tb", &prefix, &[]), Node::start("tc", &prefix, &[])];
+    let nodes = [node("ta", &prefix, &[]), node("tb", &prefix, &[]), node("tc", &prefix, &[])];
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let mut room = None;
-    for _ in 0..30 {
-        let (r, owner) = tally_room(&http, &nodes[0], &alice, (&nodes[1], &bob), json!(null)).await;
-        if owner == "tc" {
-            room = Some(r);
-            break;
-        }
-    }
-    let room = room.expect("a room lands on tc");
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "tc", json!(null), 30).await;
     let mut a = connect(&nodes[0], &alice).await;
     // bob watches (and acts) through the node about to be frozen.
     let mut b = connect(&nodes[2], &bob).await;
@@ -524,7 +356,7 @@ async fn sigstop_past_the_lease_then_sigcont_keeps_one_history_with_default_sett
         assert_eq!(bump_until_acked(&mut a, &room, cs, Duration::from_secs(10)).await.expect("ack")["seq"], cs);
     }
     let stopped_at = tokio::time::Instant::now();
-    signal(&nodes[2], "STOP");
+    nodes[2].signal("STOP");
     // Queued for the frozen owner: it may try to apply this when it wakes.
     send(&mut b, json!({"t": "act", "room": room, "cs": 1, "a": {"type": "bump"}})).await;
     let ack = bump_until_acked(&mut a, &room, 3, Duration::from_secs(20)).await.expect("another node took the room");
@@ -532,7 +364,7 @@ async fn sigstop_past_the_lease_then_sigcont_keeps_one_history_with_default_sett
     assert_eq!(ack["seq"], 3);
     // Past the lease (3 s), then wake it.
     tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(stopped_at.elapsed())).await;
-    signal(&nodes[2], "CONT");
+    nodes[2].signal("CONT");
     for cs in 4..=6u64 {
         let ack = bump_until_acked(&mut a, &room, cs, Duration::from_secs(20)).await.expect("ack after wake-up");
         assert_eq!(ack["seq"], cs, "alice's acks follow one history");

@@ -14,16 +14,7 @@ fn start_server(tune: impl FnOnce(&mut gateway::config::Settings)) -> SocketAddr
 }
 
 async fn token(addr: SocketAddr, name: &str) -> String {
-    let v: Value = reqwest::Client::new()
-        .post(format!("http://{addr}/api/session"))
-        .json(&json!({"name": name}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["token"].as_str().unwrap().to_owned()
+    support::procs::guest(&reqwest::Client::new(), &format!("http://{addr}"), name).await.1
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ mod support;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::Duration;
+use support::procs::{create_room, guest};
 use tokio_tungstenite::tungstenite::Message;
 
 fn start_server() -> std::net::SocketAddr {
@@ -26,27 +27,8 @@ async fn metrics_show_rooms_sessions_actions_rejects_and_latencies() {
     let addr = start_server();
     let http = reqwest::Client::new();
     let base = format!("http://{addr}");
-    let v: Value = http
-        .post(format!("{base}/api/session"))
-        .json(&json!({"name": "alice"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = v["token"].as_str().unwrap().to_owned();
-    let room: Value = http
-        .post(format!("{base}/api/rooms"))
-        .bearer_auth(&token)
-        .json(&json!({"game": "tally", "options": {"target": 10}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let room = room["roomId"].as_str().unwrap().to_owned();
+    let (_, token) = guest(&http, &base, "alice").await;
+    let room = create_room(&http, &base, &token, json!({"game": "tally", "options": {"target": 10}})).await;
     http.post(format!("{base}/api/rooms/{room}/start")).bearer_auth(&token).send().await.unwrap();
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/ws?token={token}")).await.unwrap();
     ws.send(Message::text(json!({"t": "sub", "room": room}).to_string())).await.unwrap();

@@ -12,6 +12,7 @@ use room_actor::RoomStore;
 use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use support::procs::{create_room, guest};
 use tokio_tungstenite::tungstenite::Message;
 
 fn start_server() -> (SocketAddr, Arc<dyn RoomStore>) {
@@ -19,34 +20,11 @@ fn start_server() -> (SocketAddr, Arc<dyn RoomStore>) {
     (server.addr, server.store)
 }
 
-async fn session(http: &reqwest::Client, base: &str, name: &str) -> (String, String) {
-    let v: Value = http
-        .post(format!("{base}/api/session"))
-        .json(&json!({"name": name}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    (v["userId"].as_str().unwrap().to_owned(), v["token"].as_str().unwrap().to_owned())
-}
-
 /// Plays a 10-bump tally game between alice (over the socket) and a bot, watched by
 /// carol; returns the game's pk.
 async fn finished_tally(http: &reqwest::Client, addr: SocketAddr, alice: &str, carol: &str) -> String {
     let base = format!("http://{addr}");
-    let room: Value = http
-        .post(format!("{base}/api/rooms"))
-        .bearer_auth(alice)
-        .json(&json!({"game": "tally", "options": {"target": 10}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let room = room["roomId"].as_str().unwrap().to_owned();
+    let room = create_room(http, &base, alice, json!({"game": "tally", "options": {"target": 10}})).await;
     http.post(format!("{base}/api/rooms/{room}/seats"))
         .bearer_auth(alice)
         .json(&json!({"bot": true}))
@@ -92,9 +70,9 @@ async fn replay_permissions_and_headers() {
     let (addr, _) = start_server();
     let http = reqwest::Client::new();
     let base = format!("http://{addr}");
-    let (_, alice) = session(&http, &base, "alice").await;
-    let (_, carol) = session(&http, &base, "carol").await;
-    let (_, dave) = session(&http, &base, "dave").await;
+    let (_, alice) = guest(&http, &base, "alice").await;
+    let (_, carol) = guest(&http, &base, "carol").await;
+    let (_, dave) = guest(&http, &base, "dave").await;
     let pk = finished_tally(&http, addr, &alice, &carol).await;
 
     let ok = http.get(format!("{base}/api/replays/{pk}")).bearer_auth(&alice).send().await.unwrap();
@@ -191,7 +169,7 @@ async fn replays_that_cannot_be_rebuilt_answer_410_in_korean() {
     let (addr, store) = start_server();
     let http = reqwest::Client::new();
     let base = format!("http://{addr}");
-    let (alice_id, alice) = session(&http, &base, "alice").await;
+    let (alice_id, alice) = guest(&http, &base, "alice").await;
     stored_game(&store, "g_outdated", &alice_id, 999, "{}").await;
     stored_game(&store, "g_mismatch", &alice_id, 1, r#"{"different":true}"#).await;
     for (pk, code) in [("g_outdated", "replay_outdated"), ("g_mismatch", "replay_mismatch")] {

@@ -29,7 +29,7 @@ use room_actor::rebuild;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-use support::{start_server_with, Server, User, WsClient};
+use support::{hg_five, start_server_with, Server, User, WsClient};
 use tokio::time::Instant;
 
 /// How long the server may take to make a move of its own (a tick, a timeout of a player
@@ -438,16 +438,6 @@ fn hg_options() -> Value {
     })
 }
 
-fn five(v: &Value) -> bool {
-    let mut sums: BTreeMap<String, u64> = BTreeMap::new();
-    for p in v["players"].as_object().unwrap().values() {
-        if let Some(top) = p["top"].as_object() {
-            *sums.entry(top["fruit"].as_str().unwrap().to_owned()).or_default() += top["count"].as_u64().unwrap();
-        }
-    }
-    sums.values().any(|s| *s == 5)
-}
-
 fn hg_active(v: &Value, id: &str) -> bool {
     v["players"][id]["active"] == true
 }
@@ -492,7 +482,7 @@ async fn play_halli_galli(test_seed: u128) -> Table {
         let turn = t.idx(&v["turn"]);
         let here: Vec<usize> = (0..3).filter(|i| !t.has_left(*i) && hg_active(&v, t.id(*i))).collect();
         if t.left.is_none() && step >= leave_at_step {
-            if hg_active(&v, t.id(leaver)) && hg_deck(&v, t.id(leaver)) > keep && !five(&v) {
+            if hg_active(&v, t.id(leaver)) && hg_deck(&v, t.id(leaver)) > keep && !hg_five(&v) {
                 t.act(leaver, ring(ver)).await;
             } else {
                 assert!(hg_active(&v, t.id(leaver)), "the leaver is still in the game: {v}");
@@ -502,13 +492,13 @@ async fn play_halli_galli(test_seed: u128) -> Table {
             continue;
         }
         let r = t.rng.int(100);
-        if five(&v) && r < 60 {
+        if hg_five(&v) && r < 60 {
             if let Some(&ringer) = t.rng.pick(&here) {
                 t.act(ringer, ring(ver)).await;
                 continue;
             }
         }
-        if let Some(l) = loser.filter(|l| here.contains(l) && r < 70 && !five(&v)) {
+        if let Some(l) = loser.filter(|l| here.contains(l) && r < 70 && !hg_five(&v)) {
             t.act(l, ring(ver)).await;
             continue;
         }

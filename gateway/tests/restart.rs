@@ -20,77 +20,33 @@ use engine::{Actor, Rng, Seed};
 use room_actor::{FileStore, RoomStore};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use support::WsClient;
+use support::procs::{Proc, Settings};
+use support::{hg_five, WsClient};
 use tokio::time::Instant;
 
 /// How long each game may take to finish after the restart (the recovery hold of 30 s
 /// delays the server's own deadlines, e.g. a halli-galli ring window).
 const FINISH_WITHIN: Duration = Duration::from_secs(150);
 
-struct Node {
-    child: Child,
-    addr: SocketAddr,
-}
-
-impl Node {
-    fn start(dir: &Path) -> Node {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_roomd"))
-            .env_remove("ROOMD__REDIS__URL")
-            .env("ROOMD__HTTP__PORT", "0")
-            .env("ROOMD__HTTP__WORKERS", "1")
-            .env("ROOMD__STORE__KIND", "file")
-            .env("ROOMD__STORE__PATH", dir)
-            .env("ROOMD__DEV__ALLOW_FIXED_SEED", "true")
-            .env("ROOMD__ROOMS__SNAPSHOT_EVERY", "8")
-            .env("ROOMD__WS__RATE_PER_S", "10000")
-            .env("ROOMD__WS__BURST", "10000")
-            .env("ROOMD__WS__CLIENT_TIMEOUT_S", "600")
-            .env("ROOMD__LOG__LEVEL", "warn")
-            // Every test client is 127.0.0.1.
-            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
-            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
-            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("roomd starts");
-        let mut reader = BufReader::new(child.stdout.take().unwrap());
-        // Log lines (pretty format goes to stdout) may come before the address line.
-        let mut line = String::new();
-        for _ in 0..100 {
-            line.clear();
-            if reader.read_line(&mut line).unwrap() == 0 || line.starts_with("roomd listening") {
-                break;
-            }
-        }
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-        assert!(line.contains(&dir.display().to_string()), "the data directory is printed at start-up: {line:?}");
-        let addr = line
-            .split("http://")
-            .nth(1)
-            .and_then(|r| r.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in {line:?}"))
-            .parse()
-            .unwrap();
-        Node { child, addr }
-    }
-
-    /// SIGKILL: no drain, no flush, no goodbye.
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// The embedded node on the file store in `dir` (SIGKILLed by `kill`: no drain, no flush,
+/// no goodbye).
+fn start_node(dir: &Path) -> Proc {
+    let settings = Settings::base()
+        .unset("ROOMD__REDIS__URL")
+        .set("ROOMD__STORE__KIND", "file")
+        .set("ROOMD__STORE__PATH", dir)
+        .set("ROOMD__DEV__ALLOW_FIXED_SEED", "true")
+        .set("ROOMD__ROOMS__SNAPSHOT_EVERY", "8")
+        .set("ROOMD__WS__RATE_PER_S", "10000")
+        .set("ROOMD__WS__BURST", "10000")
+        .set("ROOMD__WS__CLIENT_TIMEOUT_S", "600");
+    let node = Proc::spawn("embedded", settings);
+    let line = &node.banner;
+    assert!(line.contains(&dir.display().to_string()), "the data directory is printed at start-up: {line:?}");
+    node
 }
 
 struct Api {
@@ -205,16 +161,6 @@ fn cp_random_action(rng: &mut Rng, v: &Value, me: &str) -> Value {
     json!({"type": "pass", "to": to, "claim": claim(rng, &v["card"]["kind"])})
 }
 
-fn five(v: &Value) -> bool {
-    let mut sums: BTreeMap<String, u64> = BTreeMap::new();
-    for p in v["players"].as_object().unwrap().values() {
-        if let Some(top) = p["top"].as_object() {
-            *sums.entry(top["fruit"].as_str().unwrap().to_owned()).or_default() += top["count"].as_u64().unwrap();
-        }
-    }
-    sums.values().any(|s| *s == 5)
-}
-
 fn has_result(h: &Human, room: &str) -> bool {
     h.all_received().iter().any(|m| m["t"] == "result" && m["room"] == room)
 }
@@ -238,7 +184,7 @@ async fn cp_step(rng: &mut Rng, humans: &mut [Human], room: &str) {
 async fn hg_step(carol: &mut Human, room: &str) {
     let Some((_, v)) = carol.view(room) else { panic!("no view of {room}") };
     if v["phase"] == "playing" && v["ringWindow"].is_null() {
-        if five(&v) {
+        if hg_five(&v) {
             carol.act(room, json!({"type": "ring", "version": v["tableVersion"]})).await;
         } else if v["turn"] == carol.id.as_str() && v["flipReserved"] != true {
             carol.act(room, json!({"type": "flip"})).await;
@@ -284,8 +230,8 @@ async fn check_replay(api: &Api, h: &Human, room: &str, pk: &str, final_seq: u64
 async fn a_sigkilled_embedded_node_resumes_every_game_from_its_data_directory() {
     let dir = tempfile::tempdir().unwrap();
     let mut rng = Rng::from_seed(Seed(0x005e_ed19));
-    let mut node = Node::start(dir.path());
-    let api = Api { http: reqwest::Client::new(), addr: node.addr };
+    let mut node = start_node(dir.path());
+    let api = Api { http: reqwest::Client::new(), addr: node.addr() };
     let mut humans = vec![human(&api, "앨리스").await, human(&api, "밥").await];
     let mut carol = human(&api, "캐럴").await;
 
@@ -300,10 +246,10 @@ async fn a_sigkilled_embedded_node_resumes_every_game_from_its_data_directory() 
     let hg = api.post("/api/rooms", Some(&carol.token), body).await["roomId"].as_str().unwrap().to_owned();
     api.post(&format!("/api/rooms/{hg}/seats"), Some(&carol.token), json!({"bot": true})).await;
     for h in humans.iter_mut() {
-        h.ws = Some(WsClient::connect(node.addr, &h.token).await.unwrap());
+        h.ws = Some(WsClient::connect(node.addr(), &h.token).await.unwrap());
         h.ws().sub(&cp).await;
     }
-    carol.ws = Some(WsClient::connect(node.addr, &carol.token).await.unwrap());
+    carol.ws = Some(WsClient::connect(node.addr(), &carol.token).await.unwrap());
     carol.ws().sub(&hg).await;
     let cp_pk = api.post(&format!("/api/rooms/{cp}/start"), Some(&humans[0].token), json!({})).await["gamePk"]
         .as_str()
@@ -340,14 +286,14 @@ async fn a_sigkilled_embedded_node_resumes_every_game_from_its_data_directory() 
     eprintln!("killed at cockroach-poker seq {seen_cp}, halli-galli seq {seen_hg}");
 
     // A new process on the same directory: every room is back where it was.
-    let node = Node::start(dir.path());
-    let api = Api { http: reqwest::Client::new(), addr: node.addr };
+    let node = start_node(dir.path());
+    let api = Api { http: reqwest::Client::new(), addr: node.addr() };
     for h in humans.iter_mut() {
-        h.ws = Some(WsClient::connect(node.addr, &h.token).await.unwrap());
+        h.ws = Some(WsClient::connect(node.addr(), &h.token).await.unwrap());
         let sync = h.ws().sub(&cp).await;
         assert!(sync["seq"].as_u64().unwrap() >= seen_cp, "{}: nothing seen before the kill is lost: {sync}", h.id);
     }
-    carol.ws = Some(WsClient::connect(node.addr, &carol.token).await.unwrap());
+    carol.ws = Some(WsClient::connect(node.addr(), &carol.token).await.unwrap());
     let sync = carol.ws().sub(&hg).await;
     assert!(sync["seq"].as_u64().unwrap() >= seen_hg, "carol's game is where it was: {sync}");
 
@@ -399,8 +345,8 @@ async fn a_sigkilled_embedded_node_resumes_every_game_from_its_data_directory() 
     drop(store);
 
     // The replays (from a third process on the same directory).
-    let node = Node::start(dir.path());
-    let api = Api { http: reqwest::Client::new(), addr: node.addr };
+    let node = start_node(dir.path());
+    let api = Api { http: reqwest::Client::new(), addr: node.addr() };
     for (room, pk, who) in [(&cp, &cp_pk, vec![0usize, 1]), (&hg, &hg_pk, vec![2])] {
         for i in who {
             let h = if i == 2 { &carol } else { &humans[i] };

@@ -1,60 +1,15 @@
 //! The rooms this node knows: their public info (for listings) and their addresses.
 //! Each room actor keeps its own entry up to date; the gateway only reads.
 
+pub use crate::info::{RoomInfo, RoomStatus, SeatInfo};
 use crate::messages::{
     Act, Close, GetInfo, Handover, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, Start, Subscribe, TakeSeat,
     Unsubscribe,
 };
 use actix::prelude::*;
 use engine::PlayerId;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::sync::RwLock;
-
-/// A seat in a room.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SeatInfo {
-    pub user_id: PlayerId,
-    pub name: String,
-    pub bot: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum RoomStatus {
-    Waiting,
-    Playing,
-    Ended,
-}
-
-/// `GET /api/rooms/{roomId}`; also what a node needs to bring a room back to life
-/// elsewhere (stored by the room on every change in cluster mode).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RoomInfo {
-    pub room_id: String,
-    pub game: String,
-    pub options: serde_json::Value,
-    pub host: PlayerId,
-    pub seats: Vec<SeatInfo>,
-    pub status: RoomStatus,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub game_pk: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    pub grace_sec: u32,
-    pub min_players: usize,
-    pub max_players: usize,
-    pub created_at: i64,
-    /// Players who left the running game (for good: they do not get their grace back by
-    /// reconnecting), saved so that they stay gone when the room moves to another node.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub gone: Vec<PlayerId>,
-    /// Users an operator kicked: they may not sit or watch here again.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kicked: Vec<PlayerId>,
-}
 
 /// Everything that talks to a room, without knowing its game type.
 #[derive(Clone)]

@@ -12,8 +12,8 @@
 //! ended (checked at start and every hour). The database is opened with an exclusive
 //! lock: a second roomd on the same directory refuses to start.
 
-use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
+use crate::info::{RoomInfo, RoomStatus};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;

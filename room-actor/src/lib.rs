@@ -9,6 +9,10 @@
 //! - [`room`]: `RoomActor<G>`, the runner (`game-engine.md` §4), timers and bots.
 //! - [`messages`]: what rooms take (subscribe, act, seats, start) and send (`ToClient`).
 //! - [`wire`]: server → client JSON, built once in the room.
+//! - [`room_ref`]: one way to reach a room wherever it lives ([`Rooms`] finds it, a
+//!   [`RoomRef`] calls its verbs, here or on another node).
+//! - [`sessions`]: this node's WebSocket sessions by id (frames from other nodes, drain).
+//! - [`info`]: a room's public info (`RoomInfo`), under both messages and directory.
 //! - [`directory`]: the rooms of this node, their public info and addresses.
 //! - [`spawn`]: creating a room for a game id (options validated).
 //! - [`log`], [`store`]: the room log (bincode) and the `RoomStore` trait with the
@@ -26,6 +30,7 @@ pub mod dedupe;
 pub mod directory;
 pub mod error;
 pub mod file_store;
+pub mod info;
 pub mod keys;
 pub mod log;
 pub mod messages;
@@ -35,13 +40,17 @@ pub mod redis_store;
 pub mod replay;
 pub mod resume;
 pub mod room;
+pub mod room_ref;
+pub mod sessions;
 pub mod spawn;
 pub mod store;
 pub mod wire;
 
-pub use directory::{Directory, RoomHandle, RoomInfo, RoomStatus};
+pub use directory::{Directory, RoomHandle};
 pub use error::{RebuildError, StoreError};
 pub use file_store::FileStore;
+pub use info::{RoomInfo, RoomStatus};
 pub use redis_store::RedisStore;
 pub use room::{RoomActor, RoomDeps};
+pub use room_ref::{RoomRef, Rooms};
 pub use store::{MemoryStore, RoomStore};

@@ -1,9 +1,11 @@
 //! Messages rooms take, in the order `room.rs` handles them. Every reply a client sees
 //! goes back through the `out` recipient of its session as ready-made JSON text.
 
-use crate::directory::RoomInfo;
+use crate::info::RoomInfo;
+use crate::wire;
 use actix::prelude::*;
 use engine::PlayerId;
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,7 +21,34 @@ pub struct ToClient {
     pub text: Arc<str>,
     /// Send `text`, then close the socket: the room dropped this slow subscriber.
     pub close: bool,
+    /// Set on `room_moved` and `room_unavailable` frames: the session's route to this
+    /// room is stale, and it looks the room up again before its next message there.
+    pub stale_route: Option<Arc<str>>,
 }
+
+impl ToClient {
+    /// A frame to send as it is.
+    pub fn frame(text: impl Into<Arc<str>>) -> ToClient {
+        ToClient { text: text.into(), close: false, stale_route: None }
+    }
+
+    /// The last frame: the socket closes after it (a slow subscriber dropped).
+    pub fn closing(text: impl Into<Arc<str>>) -> ToClient {
+        ToClient { text: text.into(), close: true, stale_route: None }
+    }
+
+    /// A frame after which the session's route to `room` is stale (`wire::room_moved`,
+    /// `wire::resend`, `wire::room_unavailable`).
+    pub fn stale(room: &str, text: impl Into<Arc<str>>) -> ToClient {
+        ToClient { text: text.into(), close: false, stale_route: Some(room.into()) }
+    }
+}
+
+/// The node drains: a session closes with 1012 so its client reconnects (to another
+/// node). Sent to every session in [`Sessions`](crate::sessions::Sessions).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain;
 
 /// Start watching the room: as its player if `user` is seated, else as a spectator.
 /// Answered with `sync` on `out`.
@@ -66,17 +95,37 @@ pub struct RttSample {
 #[rtype(result = "RoomInfo")]
 pub struct GetInfo;
 
-/// An HTTP-level room operation failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A room operation failed: the one error of every request verb, whether the room
+/// answered here or on another node (it travels in bus replies as it is). `status` is
+/// the HTTP status, `code` stable English, `reason` Korean for people.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RoomOpError {
     pub status: u16,
-    pub code: &'static str,
-    pub reason: &'static str,
+    pub code: Cow<'static, str>,
+    pub reason: Cow<'static, str>,
 }
 
 impl RoomOpError {
     pub const fn new(status: u16, code: &'static str, reason: &'static str) -> RoomOpError {
-        RoomOpError { status, code, reason }
+        RoomOpError { status, code: Cow::Borrowed(code), reason: Cow::Borrowed(reason) }
+    }
+
+    /// The room exists but cannot answer this moment (moving, failing over, its node or
+    /// the store unreachable): `503 room_unavailable`, try again.
+    pub const fn unavailable() -> RoomOpError {
+        RoomOpError::new(503, wire::codes::ROOM_UNAVAILABLE, wire::codes::TRY_AGAIN_TEXT)
+    }
+
+    /// No such room: `404 unknown_room`.
+    pub const fn unknown_room() -> RoomOpError {
+        RoomOpError::new(404, wire::codes::UNKNOWN_ROOM, wire::codes::UNKNOWN_ROOM_TEXT)
+    }
+}
+
+/// The room's actor is gone or its mailbox is full.
+impl From<MailboxError> for RoomOpError {
+    fn from(_: MailboxError) -> RoomOpError {
+        RoomOpError::unavailable()
     }
 }
 

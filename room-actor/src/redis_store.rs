@@ -10,8 +10,8 @@
 //! may have stored it, and the room resolves it by retrying the same entry and reading
 //! the log back (`room.rs`), never by assuming it failed.
 
-use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
+use crate::info::{RoomInfo, RoomStatus};
 use crate::keys::{room_of, Keys};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use crate::store::{RoomStore, StoreFuture};

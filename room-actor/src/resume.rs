@@ -4,8 +4,9 @@
 //! retried `cs` are deduplicated from the log, and no deadline is enforced before the
 //! recovery hold (`RECOVERY_HOLD_MS`) so players have time to reconnect.
 
-use crate::directory::{RoomHandle, RoomInfo};
+use crate::directory::RoomHandle;
 use crate::error::{RebuildError, StoreError};
+use crate::info::RoomInfo;
 use crate::log::StoredGame;
 use crate::room::{RoomActor, RoomDeps};
 use engine::registry::{self, GameVisitor};

@@ -1,6 +1,7 @@
 //! Creating a room for a game chosen at run time.
 
-use crate::directory::{RoomHandle, RoomInfo, RoomStatus, SeatInfo};
+use crate::directory::RoomHandle;
+use crate::info::{RoomInfo, RoomStatus, SeatInfo};
 use crate::room::{RoomActor, RoomDeps, RoomSpec};
 use engine::options::{self, OptionsError};
 use engine::registry::{self, GameVisitor};

@@ -3,8 +3,8 @@
 //! `file_store.rs`) and the Redis store (cluster mode). Both keep
 //! entries bincode-encoded, so the codec runs in every mode.
 
-use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
+use crate::info::{RoomInfo, RoomStatus};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use engine::PlayerId;
 use std::collections::{HashMap, VecDeque};

@@ -46,6 +46,57 @@ pub fn error(code: &str, reason: &str, room: Option<&str>, cs: Option<u64>) -> S
     v.to_string()
 }
 
+/// The protocol's room-level error codes and their one Korean text each. Frames and HTTP
+/// errors with these codes are built from here ([`room_unavailable`], [`resend`],
+/// [`room_moved`], [`unknown_room`]; `RoomOpError::unavailable`/`unknown_room`).
+pub mod codes {
+    /// The room exists but cannot answer this moment (moving, stalled, slow store).
+    pub const ROOM_UNAVAILABLE: &str = "room_unavailable";
+    /// The room stopped here: look it up again (it moved to another node).
+    pub const ROOM_MOVED: &str = "room_moved";
+    /// No such room (never created, or gone).
+    pub const UNKNOWN_ROOM: &str = "unknown_room";
+    /// `room_unavailable` for a request the client may simply try again.
+    pub const TRY_AGAIN_TEXT: &str = "잠시 후 다시 시도해 주세요";
+    /// `room_unavailable` for an action (or a command) the client should resend as it was.
+    pub const RESEND_TEXT: &str = "잠시 후 같은 요청을 다시 보내 주세요";
+    pub const ROOM_MOVED_TEXT: &str = "방이 다른 서버로 옮겨졌어요. 다시 접속해 주세요";
+    /// `room_moved` while the room is being handed over (a drain): it is moving now.
+    pub const ROOM_MOVING_TEXT: &str = "방이 다른 서버로 옮겨져요. 다시 접속해 주세요";
+    pub const UNKNOWN_ROOM_TEXT: &str = "없는 방이에요";
+}
+
+/// `room_unavailable` for a request about `room` (try again later).
+pub fn room_unavailable(room: &str) -> String {
+    error(codes::ROOM_UNAVAILABLE, codes::TRY_AGAIN_TEXT, Some(room), None)
+}
+
+/// `room_unavailable` for an action `cs` (or a command, without one) the client should
+/// send again unchanged: the room exists, nothing was applied.
+pub fn resend(room: &str, cs: Option<u64>) -> String {
+    error(codes::ROOM_UNAVAILABLE, codes::RESEND_TEXT, Some(room), cs)
+}
+
+/// `room_moved`: the room is no longer here; the client subscribes again.
+pub fn room_moved(room: &str) -> String {
+    error(codes::ROOM_MOVED, codes::ROOM_MOVED_TEXT, Some(room), None)
+}
+
+/// `room_moved` from a room being handed over to another node (a drain).
+pub fn room_moving(room: &str) -> String {
+    error(codes::ROOM_MOVED, codes::ROOM_MOVING_TEXT, Some(room), None)
+}
+
+/// `unknown_room` as an error frame (a `sub`).
+pub fn unknown_room(room: &str) -> String {
+    error(codes::UNKNOWN_ROOM, codes::UNKNOWN_ROOM_TEXT, Some(room), None)
+}
+
+/// `unknown_room` as the reject of an action `cs`.
+pub fn reject_unknown_room(room: &str, cs: u64) -> String {
+    reject(room, cs, codes::UNKNOWN_ROOM, codes::UNKNOWN_ROOM_TEXT)
+}
+
 /// `{"t":"room","room":R,"info":{…}}`: the room's seats or status changed (not a game input).
 pub fn room_info<T: Serialize>(room: &str, info: &T) -> String {
     json!({"t": "room", "room": room, "info": info}).to_string()
@@ -73,5 +124,26 @@ mod tests {
         let v: Value =
             serde_json::from_str(&error("room_unavailable", "잠시 후 다시 보내 주세요", Some("r"), Some(7))).unwrap();
         assert_eq!(v["cs"], 7);
+    }
+
+    #[test]
+    fn room_errors_have_one_text_each() {
+        let v: Value = serde_json::from_str(&resend("r", Some(7))).unwrap();
+        assert_eq!(
+            (v["code"].as_str(), v["reason"].as_str(), v["cs"].as_u64()),
+            (Some("room_unavailable"), Some(codes::RESEND_TEXT), Some(7))
+        );
+        let v: Value = serde_json::from_str(&room_unavailable("r")).unwrap();
+        assert_eq!((v["reason"].as_str(), v.get("cs")), (Some(codes::TRY_AGAIN_TEXT), None));
+        for (frame, reason) in [(room_moved("r"), codes::ROOM_MOVED_TEXT), (room_moving("r"), codes::ROOM_MOVING_TEXT)]
+        {
+            let v: Value = serde_json::from_str(&frame).unwrap();
+            assert_eq!(
+                (v["code"].as_str(), v["reason"].as_str(), v["room"].as_str()),
+                (Some("room_moved"), Some(reason), Some("r"))
+            );
+        }
+        let v: Value = serde_json::from_str(&reject_unknown_room("r", 1)).unwrap();
+        assert_eq!((v["code"].as_str(), v["reason"].as_str()), (Some("unknown_room"), Some(codes::UNKNOWN_ROOM_TEXT)));
     }
 }

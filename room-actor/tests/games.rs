@@ -4,9 +4,8 @@
 //! stored log is re-run entry by entry (every entry must validate), rebuilt from the
 //! seed and from the latest snapshot (both must equal the record), and every message a
 //! subscriber received is compared with the stored state of its seq and searched for
-//! that state's secrets (`games_support`).
+//! that state's secrets (`support::games`).
 
-mod games_support;
 mod support;
 
 use engine::games::cockroach_poker::rules::{CockroachAction, CockroachSystem};
@@ -18,9 +17,9 @@ use engine::games::halli_galli::rules::{
 use engine::games::halli_galli::HalliGalli;
 use engine::games::tally::Tally;
 use engine::{Actor, Game, Input, PlayerId};
-use games_support::*;
 use room_actor::room::Clock;
 use serde_json::json;
+use support::games::*;
 use support::Node;
 
 /// Games per scenario: each with its own seed (deal); the bots add OS randomness.

@@ -97,3 +97,45 @@ async fn rooms_still_waiting_or_playing_are_not_closed() {
     assert_eq!(waiting.info.send(GetInfo).await.unwrap().status, RoomStatus::Waiting);
     assert_eq!(playing.info.send(GetInfo).await.unwrap().status, RoomStatus::Playing);
 }
+
+/// A node that died between a game's last entry and its record (the record is written
+/// after the entry that ended the game): when the room is resumed from the store, the
+/// room sees its game ended by the rules and writes the record the crash lost, the same
+/// record the finished game would have written.
+#[actix::test]
+async fn a_record_lost_in_a_crash_after_the_last_entry_is_written_when_the_room_resumes() {
+    let node = Node::new(Clock::tokio());
+    let mut alice = Client::new(1, "alice");
+    let (room, pk) = finished_tally(&node, "r_crash", &mut alice).await;
+    let recorded = node.store.record(&pk).await.unwrap().expect("the finished game is recorded");
+    let stored = node.store.load(&pk).await.unwrap().unwrap();
+    let mut info = node.store.room("r_crash").await.unwrap().unwrap();
+    drop(room);
+
+    // What the crash left: the whole log, the room still saved as playing, no record.
+    let crashed = room_actor::MemoryStore::new();
+    crashed.begin(stored.start.clone()).await.unwrap();
+    for entry in stored.entries.clone() {
+        crashed.append(&pk, entry).await.unwrap();
+    }
+    info.status = RoomStatus::Playing;
+    crashed.put_room(&info).await.unwrap();
+    assert!(crashed.record(&pk).await.unwrap().is_none());
+
+    let restarted = Node::new(Clock::tokio());
+    let mut deps = restarted.deps.clone();
+    deps.store = std::sync::Arc::new(crashed.clone());
+    let resumed = room_actor::resume::resume_open_rooms(&deps).await.unwrap();
+    assert_eq!((resumed.rooms, resumed.games), (1, 1));
+
+    let mut again = None;
+    for _ in 0..100 {
+        again = crashed.record(&pk).await.unwrap();
+        if again.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(again.as_ref(), Some(&recorded), "the resumed room writes the record the finished game wrote");
+    assert_eq!(crashed.room("r_crash").await.unwrap().unwrap().status, RoomStatus::Ended);
+}

@@ -5,7 +5,9 @@
 //!
 //! Each report's scenario name is its file stem. A sidecar `NAME.run.json` written by
 //! run.sh (`{"wholeRunCpuS": …, "peakRssKb": …}`) adds the whole-run server CPU and peak
-//! RSS. The roomd tally scenario is compared with the limit server *of the same run*.
+//! RSS. The roomd tally scenario is compared with the limit server *of the same run*; a
+//! report with a Redis budget (`loadgen --redis-stats`) gets a line of Redis commands and
+//! CPU per acknowledged action.
 
 use anyhow::{bail, Context};
 use benches::loadgen::Report;
@@ -136,6 +138,18 @@ fn render(runs: &[(String, Report, RunSide)], note: &str, link: Option<&str>) ->
             );
         }
     }
+    for (name, r, _) in runs {
+        if let Some(b) = &r.redis {
+            let _ = writeln!(
+                md,
+                "{name}: Redis ran {:.2} commands per acknowledged action ({}), {:.1} µs of command time and {:.1} µs of Redis CPU per action (target ≤ 2 commands).",
+                b.commands_per_ack,
+                b.top(4),
+                b.command_us_per_ack,
+                b.cpu_us_per_ack
+            );
+        }
+    }
     md
 }
 
@@ -165,5 +179,24 @@ mod tests {
         assert!(md.contains("60% of the limit server's deliveries per CPU-second in the same run"));
         assert!(md.contains("[html](reports/roomd-tally.html)"));
         assert!(md.contains("machine busy"));
+    }
+
+    #[test]
+    fn a_cluster_run_shows_its_redis_budget_per_acknowledged_action() {
+        let budget = benches::loadgen::redis_stats::RedisBudget {
+            calls: [("evalsha".to_owned(), 1000), ("publish".to_owned(), 1090)].into(),
+            commands: 2090,
+            acks: 1000,
+            commands_per_ack: 2.09,
+            command_us_per_ack: 24.5,
+            cpu_us_per_ack: 77.0,
+            ..Default::default()
+        };
+        let r = Report { mode: "open".into(), redis: Some(budget), ..Report::default() };
+        let md = render(&[("roomd-cluster-tally".to_owned(), r, RunSide::default())], "", None);
+        assert!(
+            md.contains("roomd-cluster-tally: Redis ran 2.09 commands per acknowledged action (publish 1.09, evalsha 1.00), 24.5 µs of command time and 77.0 µs of Redis CPU"),
+            "{md}"
+        );
     }
 }

@@ -27,6 +27,9 @@ servers
                         and RSS per second and in the window, deliveries/CPU-s, players
                         per core, KiB per room/connection (from /proc)
                         e.g. --server-pid \"$(pgrep -n roomd)\"
+  --redis-stats URL     a Redis the servers use: its commands, command time and CPU per
+                        acknowledged action in the window (INFO commandstats, INFO cpu)
+                        e.g. --redis-stats redis://127.0.0.1:18379/
 
 load
   --game GAME           tally (bumps on a schedule; option target null), halli-galli
@@ -147,6 +150,9 @@ impl Cli {
         if !c.server_pids.is_empty() {
             put("server pids", c.server_pids.iter().map(u32::to_string).collect::<Vec<_>>().join(","));
         }
+        if let Some(url) = &c.redis_stats {
+            put("redis stats", url.clone());
+        }
         put("insecure", c.insecure.to_string());
         put("thresholds", self.thresholds.iter().map(|t| t.text.clone()).collect::<Vec<_>>().join("  "));
         put("machine", machine());
@@ -246,6 +252,7 @@ fn apply(cli: &mut Cli, args: &[String]) -> anyhow::Result<()> {
             "--bad-ring-rate" => cfg.bad_ring_rate = value()?.parse().context("--bad-ring-rate")?,
             "--seed" => cfg.seed = value()?.parse().context("--seed")?,
             "--server-pid" => cfg.server_pids = list(value()?)?,
+            "--redis-stats" => cfg.redis_stats = Some(value()?.clone()),
             "--limit" => cfg.target = Target::Limit,
             "--insecure" => cfg.insecure = true,
             "--threshold" => cli.thresholds.push(value()?.parse()?),
@@ -368,6 +375,7 @@ mod tests {
             "--insecure",
             "--limit",
             "--server-pid",
+            "--redis-stats",
             "--game",
             "--rooms",
             "--duration",

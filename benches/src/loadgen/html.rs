@@ -208,6 +208,12 @@ pub fn render(r: &Report) -> anyhow::Result<String> {
         summary
             .push_str(&row("server RSS start / open / close (KiB)", format!("{} / {} / {}", rss[0], rss[1], rss[2])));
     }
+    if let Some(b) = &r.redis {
+        summary.push_str(&row(
+            "Redis per acknowledged action: commands / command µs / CPU µs",
+            format!("{:.2} / {:.1} / {:.1} ({})", b.commands_per_ack, b.command_us_per_ack, b.cpu_us_per_ack, b.top(4)),
+        ));
+    }
     summary.push_str(&row("loadgen CPU-s in window", opt(r.loadgen_cpu_s)));
     summary.push_str(&row(
         "run-queue wait s (server / loadgen)",

@@ -29,12 +29,13 @@ pub mod net;
 pub mod play;
 pub mod procfs;
 pub mod progress;
+pub mod redis_stats;
 pub mod report;
 pub mod runner;
 pub mod spec;
 pub mod stats;
 
-pub use net::{post, session, ws_config, ws_url, Session};
+pub use net::{post, session, ws_config, ws_url, Session, Ws};
 pub use play::{HgView, DRAIN};
 pub use procfs::{proc_sample, runqueue_wait_s};
 pub use report::Report;
@@ -141,6 +142,9 @@ pub struct Config {
     /// time (utime+stime) and RSS are read from `/proc`, summed, at the start, every
     /// second of the window, when the window opens and when it closes.
     pub server_pids: Vec<u32>,
+    /// A Redis whose command counts and CPU are read as the window opens and closes (the
+    /// cluster's Redis): the report's Redis budget per acknowledged action.
+    pub redis_stats: Option<String>,
     /// Accept any TLS certificate (self-signed test proxies).
     pub insecure: bool,
     /// Draw live progress on stderr (only when it is a terminal).
@@ -168,6 +172,7 @@ impl Default for Config {
             bad_ring_rate: 0.05,
             seed: 1,
             server_pids: Vec::new(),
+            redis_stats: None,
             insecure: false,
             progress: false,
         }

@@ -193,7 +193,14 @@ pub struct Envelope {
 async fn join(base: &str, token: &str, room: &str, tls: &Tls) -> anyhow::Result<Ws> {
     let mut ws = connect(base, token, tls).await?;
     ws.send(Message::text(json!({"t": "sub", "room": room}).to_string())).await?;
-    let deadline = Instant::now() + SETUP_TIMEOUT;
+    await_sync(&mut ws, SETUP_TIMEOUT).await?;
+    Ok(ws)
+}
+
+/// Reads up to the `sync` that answers a `sub`, within `within`; its text. An `error`
+/// or `reject` before it means the `sub` was refused.
+pub async fn await_sync(ws: &mut Ws, within: Duration) -> anyhow::Result<String> {
+    let deadline = Instant::now() + within;
     loop {
         let msg = timeout(deadline.saturating_duration_since(Instant::now()), ws.next())
             .await
@@ -202,7 +209,7 @@ async fn join(base: &str, token: &str, room: &str, tls: &Tls) -> anyhow::Result<
         if let Message::Text(text) = msg {
             let env: Envelope = serde_json::from_str(text.as_str())?;
             match env.t.as_str() {
-                "sync" => return Ok(ws),
+                "sync" => return Ok(text.as_str().to_owned()),
                 "error" | "reject" => bail!("sub refused: {}", text.as_str()),
                 _ => {}
             }

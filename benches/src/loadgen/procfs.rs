@@ -1,4 +1,4 @@
-//! Server (and loadgen) CPU time, RSS and run-queue wait from `/proc`.
+//! Server (and loadgen) CPU time, RSS (and its peak) and run-queue wait from `/proc`.
 
 /// A process's CPU seconds (utime + stime) and resident set (KiB), from `/proc`.
 pub fn proc_sample(pid: u32) -> Option<(f64, u64)> {
@@ -9,10 +9,20 @@ pub fn proc_sample(pid: u32) -> Option<(f64, u64)> {
     // utime and stime are fields 14 and 15 of the whole line, 12 and 13 after `) `.
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let rss =
-        status.lines().find_map(|l| l.strip_prefix("VmRSS:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+    let rss = status_kib(&status, "VmRSS:")?;
     // USER_HZ is 100 on every Linux this runs on (sysconf(_SC_CLK_TCK)).
     Some((ticks as f64 / 100.0, rss))
+}
+
+/// A process's resident set and its peak (VmRSS, VmHWM; KiB), from `/proc`.
+pub fn memory(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    Some((status_kib(&status, "VmRSS:")?, status_kib(&status, "VmHWM:")?))
+}
+
+/// A `kB` field (`VmRSS:`, `VmHWM:`) of a `/proc/<pid>/status` text.
+fn status_kib(status: &str, field: &str) -> Option<u64> {
+    status.lines().find_map(|l| l.strip_prefix(field))?.trim().trim_end_matches("kB").trim().parse().ok()
 }
 
 /// [`proc_sample`] summed over `pids`; `None` when empty or one cannot be read.

@@ -89,6 +89,9 @@ pub struct Report {
     /// (RSS at window open − RSS before the ramp) per room and per connection (KiB).
     pub kb_per_room: Option<f64>,
     pub kb_per_connection: Option<f64>,
+    /// With `--redis-stats`: Redis commands, command time and CPU in the window, per
+    /// acknowledged action.
+    pub redis: Option<super::redis_stats::RedisBudget>,
 }
 
 impl Report {

@@ -5,6 +5,7 @@ use super::net::{setup_room, Tls};
 use super::play::{Client, Go};
 use super::procfs::{proc_sample, runqueue_wait_s, sample_all, wait_all};
 use super::progress::{Live, Progress};
+use super::redis_stats;
 use super::report::{Bucket, Report};
 use super::spec::Schedule;
 use super::stats::{error_kind, Latency, Recorder};
@@ -73,21 +74,31 @@ pub async fn run(cfg: Config) -> anyhow::Result<Report> {
         ramp_then_window(&cfg, &http, &tls, &rec, &progress, &pids, ramp_started, &mut report).await?
     };
     let (window_start, window_len, at_open, waits_open, self_open) = window;
+    let redis_open = match &cfg.redis_stats {
+        Some(url) => Some(redis_stats::sample(url).await?),
+        None => None,
+    };
     let me = std::process::id();
     let close = window_start + window_len;
     let ticker = tokio::spawn(tick(rec.clone(), progress.clone(), pids.clone(), window_start, report.target_rate));
     let at_close = {
         let pids = pids.clone();
+        let redis = cfg.redis_stats.clone();
         tokio::spawn(async move {
             sleep_until(close).await;
             let waits = (wait_all(&pids), runqueue_wait_s(me));
-            (sample_all(&pids), proc_sample(me), waits)
+            let sampled = (sample_all(&pids), proc_sample(me), waits);
+            let redis = match redis {
+                Some(url) => Some(redis_stats::sample(&url).await),
+                None => None,
+            };
+            (sampled, redis)
         })
     };
     for c in clients {
         c.await.map_err(|e| anyhow!("client task: {e}"))?;
     }
-    let (at_close, self_close, waits_close) = at_close.await.map_err(|e| anyhow!("sampler: {e}"))?;
+    let ((at_close, self_close, waits_close), redis_close) = at_close.await.map_err(|e| anyhow!("sampler: {e}"))?;
     ticker.abort();
     progress.finish();
     if let ((Some(s0), Some(l0)), (Some(s1), Some(l1))) = (waits_open, waits_close) {
@@ -126,6 +137,9 @@ pub async fn run(cfg: Config) -> anyhow::Result<Report> {
             .filter(|v| v.count_since_last_iteration() > 0)
             .map(|v| Bucket { le_ms: v.value_iterated_to() as f64 / 1000.0, count: v.count_since_last_iteration() })
             .collect();
+    }
+    if let (Some(open), Some(close)) = (redis_open, redis_close) {
+        report.redis = Some(redis_stats::budget(&open, &close?, report.acks));
     }
     report.actions_per_s = report.acks as f64 / window.max(1e-9);
     report.updates_per_s = report.updates as f64 / window.max(1e-9);

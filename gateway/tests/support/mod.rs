@@ -99,6 +99,17 @@ pub fn start_server_with(tweak: impl FnOnce(&mut Settings)) -> Server {
     Server { addr, store, file_store, http: reqwest::Client::new() }
 }
 
+/// Sends `req` (with `token` as bearer, if any): `(status, JSON body or Null)`.
+async fn answer(mut req: reqwest::RequestBuilder, token: Option<&str>) -> (u16, Value) {
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.expect("http request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap_or_default();
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
 impl Server {
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
@@ -106,14 +117,8 @@ impl Server {
 
     /// POST with an optional bearer token and a raw body; `(status, JSON body or Null)`.
     pub async fn post_raw(&self, path: &str, token: Option<&str>, body: &str) -> (u16, Value) {
-        let mut req = self.http.post(self.url(path)).header("content-type", "application/json").body(body.to_owned());
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.expect("http request");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        let req = self.http.post(self.url(path)).header("content-type", "application/json").body(body.to_owned());
+        answer(req, token).await
     }
 
     pub async fn post(&self, path: &str, token: Option<&str>, body: Value) -> (u16, Value) {
@@ -121,14 +126,7 @@ impl Server {
     }
 
     pub async fn get(&self, path: &str, token: Option<&str>) -> (u16, Value) {
-        let mut req = self.http.get(self.url(path));
-        if let Some(t) = token {
-            req = req.bearer_auth(t);
-        }
-        let resp = req.send().await.expect("http request");
-        let status = resp.status().as_u16();
-        let text = resp.text().await.unwrap_or_default();
-        (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+        answer(self.http.get(self.url(path)), token).await
     }
 
     /// `POST /api/session`.
@@ -420,4 +418,16 @@ pub fn without_now(mut view: Value) -> Value {
         obj.remove("slowNotice");
     }
     view
+}
+
+/// A halli-galli view shows exactly five of some fruit on the face-up tops (ringing is
+/// right).
+pub fn hg_five(view: &Value) -> bool {
+    let mut sums: std::collections::BTreeMap<String, u64> = std::collections::BTreeMap::new();
+    for p in view["players"].as_object().unwrap().values() {
+        if let Some(top) = p["top"].as_object() {
+            *sums.entry(top["fruit"].as_str().unwrap().to_owned()).or_default() += top["count"].as_u64().unwrap();
+        }
+    }
+    sums.values().any(|s| *s == 5)
 }

@@ -1,13 +1,20 @@
-//! Real processes for the cluster fault tests: `roomd` nodes (restartable with the same
-//! node id) and a Redis of the test's own with AOF (`appendfsync always`, so an
-//! acknowledged write survives a Redis restart), each on a free loopback port and stopped
-//! by its own pid.
+//! Real processes for the tests that need them: `roomd` nodes (cluster nodes restartable
+//! with the same node id, or an embedded node on a data directory) and a Redis of the
+//! test's own with AOF (`appendfsync always`, so an acknowledged write survives a Redis
+//! restart), each on a free loopback port and stopped by its own pid; and what the
+//! cluster tests do with them (wait for membership, sessions, rooms, sockets, metrics).
 
+use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub const SECRET: &str = "fault-test-secret";
 
@@ -79,54 +86,103 @@ impl Drop for OwnRedis {
     }
 }
 
-/// A `roomd` cluster node process.
+/// A `roomd` process's settings as `ROOMD__…` environment variables, applied in order:
+/// `Some(value)` sets one, `None` removes it from what the test inherited.
+#[derive(Clone, Debug, Default)]
+pub struct Settings(Vec<(String, Option<String>)>);
+
+impl Settings {
+    /// What every test process has: any free port, one worker, warnings only, and
+    /// per-address limits that never bite (every test client is 127.0.0.1).
+    pub fn base() -> Settings {
+        Settings::default()
+            .set("ROOMD__HTTP__PORT", "0")
+            .set("ROOMD__HTTP__WORKERS", "1")
+            .set("ROOMD__LOG__LEVEL", "warn")
+            .set("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
+            .set("ROOMD__HTTP__ADDR_BURST", "1000000")
+            .set("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
+    }
+
+    /// Cluster node `id` on the Redis at `url`, its keys under `prefix`.
+    pub fn cluster(id: &str, prefix: &str, url: &str) -> Settings {
+        Settings::base()
+            .set("ROOMD__NODE__ID", id)
+            .set("ROOMD__REDIS__URL", url)
+            .set("ROOMD__REDIS__PREFIX", prefix)
+            .set("ROOMD__AUTH__SECRET", SECRET)
+            .set("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
+    }
+
+    /// A short lease: a lost owner is noticed in about 1.5 s.
+    pub fn short_lease(self) -> Settings {
+        self.set("ROOMD__CLUSTER__LEASE_MS", "1500").set("ROOMD__CLUSTER__HEARTBEAT_MS", "300")
+    }
+
+    pub fn set(mut self, key: &str, value: impl AsRef<std::ffi::OsStr>) -> Settings {
+        self.0.push((key.to_owned(), Some(value.as_ref().to_string_lossy().into_owned())));
+        self
+    }
+
+    /// Removes `key` from the environment the process inherits.
+    pub fn unset(mut self, key: &str) -> Settings {
+        self.0.push((key.to_owned(), None));
+        self
+    }
+
+    /// Adds or overrides `env` (`ROOMD__…`).
+    pub fn with(self, env: &[(&str, &str)]) -> Settings {
+        env.iter().fold(self, |s, (k, v)| s.set(k, v))
+    }
+}
+
+/// A `roomd` process (a cluster node, or an embedded node on a data directory).
 pub struct Proc {
     child: Option<Child>,
     pub id: String,
     pub base: String,
-    prefix: String,
-    url: String,
-    env: Vec<(String, String)>,
+    /// The line in which the process named its address.
+    pub banner: String,
+    /// Everything the process printed after its address (across restarts).
+    pub log: Arc<Mutex<String>>,
+    settings: Settings,
 }
 
 impl Proc {
-    /// Starts node `id` (cluster mode on `url`, keys under `prefix`); `env` adds or
-    /// overrides settings (`ROOMD__…`).
+    /// Starts node `id` (cluster mode on `url`, keys under `prefix`) with the fault
+    /// tests' timings; `env` adds or overrides settings (`ROOMD__…`).
     pub fn start(id: &str, prefix: &str, url: &str, env: &[(&str, &str)]) -> Proc {
+        let settings = Settings::cluster(id, prefix, url)
+            .short_lease()
+            .set("ROOMD__CLUSTER__DRAIN_GRACE_S", "6")
+            .set("ROOMD__WS__RATE_PER_S", "1000")
+            .set("ROOMD__WS__BURST", "1000")
+            .with(env);
+        Proc::spawn(id, settings)
+    }
+
+    /// Starts a process with exactly `settings`; `id` names it in failures.
+    pub fn spawn(id: &str, settings: Settings) -> Proc {
         let mut node = Proc {
             child: None,
             id: id.to_owned(),
             base: String::new(),
-            prefix: prefix.to_owned(),
-            url: url.to_owned(),
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            banner: String::new(),
+            log: Arc::new(Mutex::new(String::new())),
+            settings,
         };
         node.up();
         node
     }
 
-    /// Starts the process (again, with the same node id) and waits for its address.
+    /// Starts the process (again, with the same settings) and waits for its address.
     pub fn up(&mut self) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_roomd"));
-        cmd.env("ROOMD__HTTP__PORT", "0")
-            .env("ROOMD__HTTP__WORKERS", "1")
-            .env("ROOMD__NODE__ID", &self.id)
-            .env("ROOMD__REDIS__URL", &self.url)
-            .env("ROOMD__REDIS__PREFIX", &self.prefix)
-            .env("ROOMD__AUTH__SECRET", SECRET)
-            .env("ROOMD__CLUSTER__LEASE_MS", "1500")
-            .env("ROOMD__CLUSTER__HEARTBEAT_MS", "300")
-            .env("ROOMD__CLUSTER__DRAIN_GRACE_S", "6")
-            .env("ROOMD__LOG__LEVEL", "warn")
-            .env("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
-            // Every test client is 127.0.0.1.
-            .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
-            .env("ROOMD__HTTP__ADDR_BURST", "1000000")
-            .env("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
-            .env("ROOMD__WS__RATE_PER_S", "1000")
-            .env("ROOMD__WS__BURST", "1000");
-        for (k, v) in &self.env {
-            cmd.env(k, v);
+        for (key, value) in &self.settings.0 {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
         }
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("roomd starts");
         let stdout = child.stdout.take().unwrap();
@@ -146,8 +202,18 @@ impl Proc {
         }
         let addr = addr.unwrap_or_else(|| panic!("node {} printed no address (last line {line:?})", self.id));
         // Keep reading the node's output so its logging never hits a closed pipe.
-        std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
+        let log = self.log.clone();
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            while reader.read_until(b'\n', &mut buf).is_ok_and(|n| n > 0) {
+                if let Ok(mut log) = log.lock() {
+                    log.push_str(&String::from_utf8_lossy(&buf));
+                }
+                buf.clear();
+            }
+        });
         self.base = format!("http://{addr}");
+        self.banner = line;
         self.child = Some(child);
     }
 
@@ -155,8 +221,22 @@ impl Proc {
         self.base.replace("http://", "ws://")
     }
 
+    pub fn addr(&self) -> SocketAddr {
+        self.base.trim_start_matches("http://").parse().unwrap()
+    }
+
     pub fn running(&self) -> bool {
         self.child.is_some()
+    }
+
+    /// The process has exited by itself (it is reaped).
+    pub fn exited(&mut self) -> bool {
+        let Some(child) = &mut self.child else { return true };
+        if child.try_wait().unwrap().is_some() {
+            self.child = None;
+            return true;
+        }
+        false
     }
 
     pub fn signal(&self, sig: &str) {
@@ -229,20 +309,25 @@ pub async fn guest(http: &reqwest::Client, base: &str, name: &str) -> (String, S
     (v["userId"].as_str().unwrap().into(), v["token"].as_str().unwrap().into())
 }
 
-/// A started tally room (no target: it never ends) with `host` and `others` seated, all
-/// through `base`: `(roomId, gamePk, owner node)`.
-pub async fn tally_room(http: &reqwest::Client, base: &str, host: &str, others: &[&str]) -> (String, String, String) {
+/// Creates a room through `base` as `host` (`body`: `{"game": …, "options": …}`): its id.
+pub async fn create_room(http: &reqwest::Client, base: &str, host: &str, body: Value) -> String {
     let created: Value = http
         .post(format!("{base}/api/rooms"))
         .bearer_auth(host)
-        .json(&json!({"game": "tally", "options": {"target": null}}))
+        .json(&body)
         .send()
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
-    let room = created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    created["roomId"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned()
+}
+
+/// A started tally room (no target: it never ends) with `host` and `others` seated, all
+/// through `base`: `(roomId, gamePk, owner node)`.
+pub async fn tally_room(http: &reqwest::Client, base: &str, host: &str, others: &[&str]) -> (String, String, String) {
+    let room = create_room(http, base, host, json!({"game": "tally", "options": {"target": null}})).await;
     for token in others {
         let r = http.post(format!("{base}/api/rooms/{room}/seats")).bearer_auth(token).send().await.unwrap();
         assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
@@ -260,4 +345,122 @@ pub async fn tally_room(http: &reqwest::Client, base: &str, host: &str, others: 
     let info: Value =
         http.get(format!("{base}/api/rooms/{room}")).bearer_auth(host).send().await.unwrap().json().await.unwrap();
     (room, pk, info["node"].as_str().unwrap_or_default().to_owned())
+}
+
+/// The test Redis (`REDIS_URL`, started by ./scripts/test): cluster tests fail, never
+/// skip, without it.
+pub fn redis_url() -> String {
+    std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test")
+}
+
+/// A key prefix of the test's own (`roomd-<tag>-<random>`), so tests never see each
+/// other's rooms.
+pub fn prefix(tag: &str) -> String {
+    format!("roomd-{tag}-{}", engine::Seed::from_os().unwrap().to_hex())
+}
+
+/// Waits until every node sees `n` live nodes.
+pub async fn until_all_see(nodes: &[&Proc], n: u64) {
+    let http = reqwest::Client::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    for node in nodes {
+        loop {
+            let ready: Value = match http.get(format!("{}/readyz", node.base)).send().await {
+                Ok(r) => r.json().await.unwrap_or_default(),
+                Err(_) => Value::Null,
+            };
+            if ready["liveNodes"].as_u64() == Some(n) {
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "nodes never saw each other");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// A guest session through `node`: `(userId, token)`.
+pub async fn token(http: &reqwest::Client, node: &Proc, name: &str) -> (String, String) {
+    guest(http, &node.base, name).await
+}
+
+/// `GET url` with `token`, as JSON.
+pub async fn get_json(http: &reqwest::Client, url: String, token: &str) -> Value {
+    http.get(url).bearer_auth(token).send().await.unwrap().json().await.unwrap()
+}
+
+/// The value of the sample `name` (without labels) on `node`'s `/metrics`.
+pub async fn metric(http: &reqwest::Client, node: &Proc, name: &str) -> f64 {
+    let text = http.get(format!("{}/metrics", node.base)).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no {name} on {}", node.base))
+}
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// A player socket on `node`.
+pub async fn connect(node: &Proc, token: &str) -> Ws {
+    tokio_tungstenite::connect_async(format!("{}/ws?token={token}", node.ws())).await.unwrap().0
+}
+
+pub async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::text(v.to_string())).await.unwrap();
+}
+
+/// The next message matching `pred` within `within`; `None` on silence or a closed socket.
+pub async fn next_within(ws: &mut Ws, within: Duration, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        match tokio::time::timeout_at(deadline, ws.next()).await {
+            Ok(Some(Ok(Message::Text(t)))) => {
+                let v: Value = serde_json::from_str(&t).unwrap();
+                if pred(&v) {
+                    return Some(v);
+                }
+            }
+            Ok(Some(Ok(_))) => {}
+            _ => return None,
+        }
+    }
+}
+
+/// Creates a tally room through `via` (`target`: its option), seats each of `others`
+/// through their node and starts it: `(roomId, owner node)`.
+pub async fn start_tally(
+    http: &reqwest::Client,
+    via: &Proc,
+    host: &str,
+    others: &[(&Proc, &str)],
+    target: Value,
+) -> (String, String) {
+    let room = create_room(http, &via.base, host, json!({"game": "tally", "options": {"target": target}})).await;
+    for (node, token) in others {
+        let r = http.post(format!("{}/api/rooms/{room}/seats", node.base)).bearer_auth(token).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+    let started = http.post(format!("{}/api/rooms/{room}/start", via.base)).bearer_auth(host).send().await.unwrap();
+    assert_eq!(started.status(), 200, "{}", started.text().await.unwrap());
+    let info: Value = get_json(http, format!("{}/api/rooms/{room}", via.base), host).await;
+    (room, info["node"].as_str().unwrap().to_owned())
+}
+
+/// Starts tally rooms as [`start_tally`] does until one is owned by `owner`, at most
+/// `tries` of them: its id.
+pub async fn room_on(
+    http: &reqwest::Client,
+    via: &Proc,
+    host: &str,
+    others: &[(&Proc, &str)],
+    owner: &str,
+    target: Value,
+    tries: usize,
+) -> String {
+    for _ in 0..tries {
+        let (room, at) = start_tally(http, via, host, others, target.clone()).await;
+        if at == owner {
+            return room;
+        }
+    }
+    panic!("no room landed on {owner} in {tries} tries");
 }

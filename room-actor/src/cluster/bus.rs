@@ -14,6 +14,7 @@
 use crate::error::StoreError;
 // Frames carry their own version byte: the envelope inside is bare bincode.
 use crate::log::{decode_body as decode, encode_body as encode};
+use crate::messages::RoomOpError;
 use crate::metrics::RoomMetrics;
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
@@ -47,27 +48,19 @@ pub enum NodeCmd {
     Drain { req: u64, by: String },
 }
 
-/// A room-level refusal carried back to the asking node.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OpError {
-    pub status: u16,
-    pub code: String,
-    pub reason: String,
-}
-
 /// The answer to a request (`req`) a node made.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
     /// Room info as JSON.
     Info(String),
     /// Room info as JSON after a seat change, or why not.
-    Seat(Result<String, OpError>),
+    Seat(Result<String, RoomOpError>),
     /// The new game's pk, or why not.
-    Start(Result<String, OpError>),
+    Start(Result<String, RoomOpError>),
     /// The room is not on the asked node (moved, or unknown): look it up again.
     NotHere,
     /// An operator's verb: its JSON answer, or why not.
-    Admin(Result<String, OpError>),
+    Admin(Result<String, RoomOpError>),
     /// A node command was accepted.
     Accepted,
 }
@@ -79,6 +72,9 @@ pub struct SessionText {
     pub text: String,
     /// Close the socket after this message.
     pub close: bool,
+    /// The frame's room when it is a `room_moved`/`room_unavailable` (the session's route
+    /// to it is stale; see `ToClient::stale_route`).
+    pub stale_route: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -90,7 +86,8 @@ pub enum Envelope {
 }
 
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
-pub const FRAME_VERSION: u8 = 2;
+/// 3: `SessionText.stale_route` (a typed flag instead of scanning frames for codes).
+pub const FRAME_VERSION: u8 = 3;
 const HEADER: usize = 9;
 
 fn unix_micros(at: SystemTime) -> u64 {
@@ -253,9 +250,7 @@ mod tests {
         assert_eq!(accept_frame(&frame, &m), Some(env));
         let reply = Envelope::Reply {
             req: 1,
-            reply: Reply::Seat(Err(OpError {
-                status: 409, code: "room_full".into(), reason: "자리가 없어요".into()
-            })),
+            reply: Reply::Seat(Err(RoomOpError::new(409, "room_full", "자리가 없어요"))),
         };
         assert_eq!(accept_frame(&encode_frame(&reply, SystemTime::now()).unwrap(), &m), Some(reply));
         for env in [
@@ -266,16 +261,39 @@ mod tests {
             },
             Envelope::Node { from: "n1".into(), cmd: NodeCmd::Drain { req: 3, by: "token:ab12".into() } },
             Envelope::Reply { req: 3, reply: Reply::Admin(Ok("{}".into())) },
+            // A stale-route frame keeps its flag across nodes; an update has none.
+            Envelope::Sessions {
+                items: vec![
+                    SessionText { session: 1, text: "{}".into(), close: false, stale_route: Some("r".into()) },
+                    SessionText { session: 2, text: "{}".into(), close: true, stale_route: None },
+                ],
+            },
         ] {
             assert_eq!(accept_frame(&encode_frame(&env, SystemTime::now()).unwrap(), &m), Some(env));
         }
-        assert_eq!(m.bus_lag.get_sample_count(), 5);
+        assert_eq!(m.bus_lag.get_sample_count(), 6);
         assert_eq!(m.bus_dropped.get(), 0);
         assert_eq!(accept_frame(b"\x01\xff\xff\xff\xff\xff\xff\xff\xff\x00garbage", &m), None);
         assert_eq!(accept_frame(b"\x01\x00", &m), None);
         assert_eq!(accept_frame(&[], &m), None);
         assert_eq!(m.bus_dropped.get(), 3);
-        assert_eq!(m.bus_lag.get_sample_count(), 5);
+        assert_eq!(m.bus_lag.get_sample_count(), 6);
+    }
+
+    #[test]
+    fn a_refusal_is_encoded_as_the_status_code_and_reason_it_always_was() {
+        // Replies carry `RoomOpError` itself; its bytes are those of the former
+        // `{status: u16, code: String, reason: String}`, so frames keep their version.
+        #[derive(Serialize)]
+        struct Before {
+            status: u16,
+            code: String,
+            reason: String,
+        }
+        let now = RoomOpError::new(409, "room_full", "자리가 없어요");
+        let before = Before { status: 409, code: "room_full".into(), reason: "자리가 없어요".into() };
+        assert_eq!(encode(&now).unwrap(), encode(&before).unwrap());
+        assert_eq!(decode::<RoomOpError>(&encode(&before).unwrap()).unwrap(), now);
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Operators' reads of the cluster (the admin API), each in a fixed number of Redis round
 //! trips whatever the number of rooms or nodes: never one call per room in a loop.
 
-use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
+use crate::info::{RoomInfo, RoomStatus};
 use crate::keys::Keys;
 use redis::aio::ConnectionManager;
 use redis::RedisError;

@@ -82,7 +82,12 @@ impl Handler<ToClient> for RemoteSession {
     type Result = ();
 
     fn handle(&mut self, msg: ToClient, ctx: &mut Context<Self>) {
-        let item = SessionText { session: self.session, text: msg.text.to_string(), close: msg.close };
+        let item = SessionText {
+            session: self.session,
+            text: msg.text.to_string(),
+            close: msg.close,
+            stale_route: msg.stale_route.as_deref().map(str::to_owned),
+        };
         self.outbox.do_send(Outgoing { item });
         if msg.close {
             ctx.stop();

@@ -8,8 +8,8 @@
 //! user) is removed — whichever node or path closed it — so no close path has to
 //! remember to release.
 
-use crate::directory::{RoomInfo, RoomStatus};
 use crate::error::StoreError;
+use crate::info::{RoomInfo, RoomStatus};
 use crate::keys::Keys;
 use engine::PlayerId;
 use redis::aio::ConnectionManager;

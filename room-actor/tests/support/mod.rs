@@ -1,6 +1,8 @@
 //! Shared helpers for room-actor tests: a room on an in-memory store, and a fake session
-//! that collects what the room sends.
+//! that collects what the room sends; [`games`] plays whole games and checks their logs.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod games;
 
 use actix::prelude::*;
 use engine::PlayerId;

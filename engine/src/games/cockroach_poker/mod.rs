@@ -17,6 +17,7 @@
 
 pub mod bot;
 pub mod cards;
+pub mod model;
 pub mod options;
 pub mod rules;
 pub mod view;

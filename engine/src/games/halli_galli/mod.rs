@@ -166,8 +166,4 @@ impl Game for HalliGalli {
 }
 
 #[cfg(test)]
-mod harness_tests;
-#[cfg(test)]
-mod option_tests;
-#[cfg(test)]
 mod tests;

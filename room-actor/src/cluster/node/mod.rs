@@ -1,8 +1,11 @@
 //! A node in cluster mode: membership heartbeats, lease renewal, failover scans, lazy
 //! activation of rooms it should own, and the bus loop that connects gateways on other
-//! nodes to the rooms here (and rooms here to sessions there).
+//! nodes to the rooms here (and rooms here to sessions there). The bus side (requests to
+//! other nodes, and serving theirs) is in [`serve`].
 
-use crate::cluster::bus::{self, Envelope, NodeCmd, OpError, Publisher, Reply, RoomCmd};
+mod serve;
+
+use crate::cluster::bus::{self, Publisher, Reply};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
@@ -12,17 +15,13 @@ use crate::cluster::quota::RoomQuota;
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
-use crate::messages::{
-    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RoomOpError, RttSample, SessionId, Start, Subscribe,
-    TakeSeat, ToClient, Unsubscribe,
-};
 use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
+use crate::sessions::Sessions;
 use crate::store::RoomStore;
-use crate::wire;
 use actix::prelude::*;
 use engine::registry::{self, GameVisitor};
-use engine::{Game, PlayerId};
+use engine::Game;
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -31,8 +30,6 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-/// How long a node waits for another node's answer to a room request.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Rooms handed over at once during a drain (each is one mailbox turn and one Redis call).
 const HANDOVER_CONCURRENCY: usize = 64;
 /// Rooms activated at once (each is a few Redis round trips and a rebuild from the
@@ -82,8 +79,9 @@ pub struct ClusterNode {
     held: Mutex<HashMap<String, String>>,
     outboxes: Mutex<HashMap<String, Addr<NodeOutbox>>>,
     remotes: Mutex<HashMap<(String, u64), Addr<RemoteSession>>>,
-    /// This node's own sockets, for messages arriving from rooms elsewhere.
-    sessions: Mutex<HashMap<u64, Recipient<ToClient>>>,
+    /// This node's own sockets, for messages arriving from rooms elsewhere (the node's
+    /// one session registry: the gateway uses the same).
+    sessions: Arc<Sessions>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     next_req: AtomicU64,
     pub draining: AtomicBool,
@@ -119,10 +117,6 @@ impl GameVisitor for Restore {
     }
 }
 
-fn op_error(e: RoomOpError) -> OpError {
-    OpError { status: e.status, code: e.code.to_owned(), reason: e.reason.to_owned() }
-}
-
 impl ClusterNode {
     /// `deps.store` must be `store` (the rooms of a cluster node persist to Redis).
     pub fn new(
@@ -144,7 +138,7 @@ impl ClusterNode {
             held: Mutex::new(HashMap::new()),
             outboxes: Mutex::new(HashMap::new()),
             remotes: Mutex::new(HashMap::new()),
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Arc::new(Sessions::new()),
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
             draining: AtomicBool::new(false),
@@ -309,248 +303,6 @@ impl ClusterNode {
             None => {
                 self.leases.release(room, &token).await?;
                 Ok(None)
-            }
-        }
-    }
-
-    /// A `Recipient` that delivers to `session` on `node`.
-    pub fn remote_out(&self, node: &str, session: u64) -> Option<Recipient<ToClient>> {
-        let mut remotes = self.remotes.lock().ok()?;
-        if let Some(addr) = remotes.get(&(node.to_owned(), session)) {
-            if addr.connected() {
-                return Some(addr.clone().recipient());
-            }
-        }
-        let outbox = {
-            let mut outboxes = self.outboxes.lock().ok()?;
-            outboxes
-                .entry(node.to_owned())
-                .or_insert_with(|| NodeOutbox::new(node, self.publisher.clone()).start())
-                .clone()
-        };
-        let addr = RemoteSession { session, outbox }.start();
-        remotes.insert((node.to_owned(), session), addr.clone());
-        Some(addr.recipient())
-    }
-
-    pub fn register_session(&self, session: u64, out: Recipient<ToClient>) {
-        if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.insert(session, out);
-        }
-    }
-
-    pub fn unregister_session(&self, session: u64) {
-        if let Ok(mut sessions) = self.sessions.lock() {
-            sessions.remove(&session);
-        }
-    }
-
-    /// Sends `cmd` for `room` to `node` and waits for its reply.
-    pub async fn request(&self, node: &str, room: &str, make: impl FnOnce(u64) -> RoomCmd) -> Reply {
-        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.insert(req, tx);
-        }
-        let envelope = Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd: make(req) };
-        let reply = match self.publisher.send(node, &envelope).await {
-            Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
-            Err(_) => None,
-        };
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(&req);
-        }
-        reply.unwrap_or(Reply::NotHere)
-    }
-
-    /// Sends a node command to `node` and waits for its reply (`NotHere` when it cannot
-    /// be reached or does not answer in time).
-    pub async fn request_node(&self, node: &str, make: impl FnOnce(u64) -> NodeCmd) -> Reply {
-        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.insert(req, tx);
-        }
-        let envelope = Envelope::Node { from: self.id().to_owned(), cmd: make(req) };
-        let reply = match self.publisher.send(node, &envelope).await {
-            Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
-            Err(_) => None,
-        };
-        if let Ok(mut pending) = self.pending.lock() {
-            pending.remove(&req);
-        }
-        reply.unwrap_or(Reply::NotHere)
-    }
-
-    /// Sends a command that needs no reply.
-    pub async fn tell(&self, node: &str, room: &str, cmd: RoomCmd) -> Result<(), StoreError> {
-        self.publisher.send(node, &Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd }).await
-    }
-
-    async fn reply(&self, node: &str, req: u64, reply: Reply) {
-        if let Err(e) = self.publisher.send(node, &Envelope::Reply { req, reply }).await {
-            warn!(node, error = %e, "reply not delivered");
-        }
-    }
-
-    /// Handles what arrives on this node's channel.
-    async fn on_envelope(self: &Arc<Self>, envelope: Envelope) {
-        match envelope {
-            Envelope::Sessions { items } => {
-                let Ok(sessions) = self.sessions.lock() else { return };
-                for item in items {
-                    if let Some(out) = sessions.get(&item.session) {
-                        let _ = out.try_send(ToClient { text: item.text.into(), close: item.close });
-                    }
-                }
-            }
-            Envelope::Reply { req, reply } => {
-                let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&req));
-                if let Some(tx) = waiting {
-                    let _ = tx.send(reply);
-                }
-            }
-            Envelope::Room { room, from, cmd } => self.on_room_cmd(&room, &from, cmd).await,
-            Envelope::Node { from, cmd: NodeCmd::Drain { req, by } } => {
-                info!(node = self.id(), from = %from, by = %by, "drain requested by an operator");
-                self.drain_request.notify_one();
-                self.reply(&from, req, Reply::Accepted).await;
-            }
-        }
-    }
-
-    async fn on_room_cmd(self: &Arc<Self>, room: &str, from: &str, cmd: RoomCmd) {
-        let handle = match self.locate(room).await {
-            Ok(Owner::Here(handle)) => Some(handle),
-            _ => None,
-        };
-        let Some(handle) = handle else {
-            // Not ours (any more): the asking node looks the room up again.
-            match cmd {
-                RoomCmd::Info { req }
-                | RoomCmd::TakeSeat { req, .. }
-                | RoomCmd::LeaveSeat { req, .. }
-                | RoomCmd::RemoveSeat { req, .. }
-                | RoomCmd::Start { req, .. }
-                | RoomCmd::Close { req, .. }
-                | RoomCmd::Kick { req, .. }
-                | RoomCmd::Inspect { req } => {
-                    self.reply(from, req, Reply::NotHere).await;
-                }
-                RoomCmd::Act { session, cs, .. } => {
-                    if let Some(out) = self.remote_out(from, session) {
-                        let text = wire::error(
-                            "room_unavailable",
-                            "잠시 후 같은 요청을 다시 보내 주세요",
-                            Some(room),
-                            Some(cs),
-                        );
-                        let _ = out.try_send(ToClient { text: text.into(), close: false });
-                    }
-                }
-                RoomCmd::Subscribe { session, .. } => {
-                    if let Some(out) = self.remote_out(from, session) {
-                        let text = wire::error(
-                            "room_moved",
-                            "방이 다른 서버로 옮겨졌어요. 다시 접속해 주세요",
-                            Some(room),
-                            None,
-                        );
-                        let _ = out.try_send(ToClient { text: text.into(), close: false });
-                    }
-                }
-                RoomCmd::Unsubscribe { .. } | RoomCmd::Rtt { .. } => {}
-            }
-            return;
-        };
-        match cmd {
-            RoomCmd::Subscribe { session, user } => {
-                if let Some(out) = self.remote_out(from, session) {
-                    let _ = handle.subscribe.try_send(Subscribe {
-                        session: SessionId(session),
-                        user: PlayerId::from(user),
-                        out,
-                    });
-                }
-            }
-            RoomCmd::Unsubscribe { session } => {
-                let _ = handle.unsubscribe.try_send(Unsubscribe { session: SessionId(session) });
-                if let Ok(mut remotes) = self.remotes.lock() {
-                    remotes.remove(&(from.to_owned(), session));
-                }
-            }
-            RoomCmd::Act { session, user, cs, action_json } => {
-                let Some(out) = self.remote_out(from, session) else { return };
-                let action = serde_json::from_str(&action_json).unwrap_or(serde_json::Value::Null);
-                let act = Act {
-                    session: SessionId(session),
-                    user: PlayerId::from(user),
-                    cs,
-                    action,
-                    out,
-                    received: Instant::now(),
-                };
-                let _ = handle.act.try_send(act);
-            }
-            RoomCmd::Rtt { user, rtt_ms } => {
-                let _ = handle.rtt.try_send(RttSample { user: PlayerId::from(user), rtt_ms });
-            }
-            RoomCmd::Info { req } => {
-                let reply = match handle.info.send(GetInfo).await {
-                    Ok(info) => Reply::Info(serde_json::to_string(&info).unwrap_or_default()),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply).await;
-            }
-            RoomCmd::TakeSeat { req, user, name, bot } => {
-                let reply = match handle.take_seat.send(TakeSeat { user: PlayerId::from(user), name, bot }).await {
-                    Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply).await;
-            }
-            RoomCmd::LeaveSeat { req, user } => {
-                let reply = match handle.leave_seat.send(LeaveSeat { user: PlayerId::from(user) }).await {
-                    Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply).await;
-            }
-            RoomCmd::RemoveSeat { req, by, user } => {
-                let msg = RemoveSeat { by: PlayerId::from(by), user: PlayerId::from(user) };
-                let reply = match handle.remove_seat.send(msg).await {
-                    Ok(r) => Reply::Seat(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply).await;
-            }
-            RoomCmd::Start { req, user } => {
-                let reply = match handle.start.send(Start { user: PlayerId::from(user) }).await {
-                    Ok(r) => Reply::Start(r.map_err(op_error)),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply).await;
-            }
-            RoomCmd::Close { req, reason } => {
-                let reply = match handle.close.send(Close { reason }).await {
-                    Ok(r) => Reply::Admin(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply).await;
-            }
-            RoomCmd::Kick { req, user, reason } => {
-                let reply = match handle.kick.send(Kick { user: PlayerId::from(user), reason }).await {
-                    Ok(r) => Reply::Admin(r.map(|i| serde_json::to_string(&i).unwrap_or_default()).map_err(op_error)),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply).await;
-            }
-            RoomCmd::Inspect { req } => {
-                let reply = match handle.inspect.send(Inspect).await {
-                    Ok(view) => Reply::Admin(Ok(serde_json::to_string(&view).unwrap_or_default())),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply).await;
             }
         }
     }

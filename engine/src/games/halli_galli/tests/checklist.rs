@@ -1,123 +1,6 @@
-//! The spec's §10 checklist and the §5.5 worked example (options, house rules, the
-//! contract details and the bot are in `option_tests.rs`). States are laid out by hand
-//! with [`rules::custom_state`] and a [`Pool`] of cards.
+//! The spec's §10 checklist on tables laid out by hand with the helpers of `mod.rs`.
 
-use super::cards::{card_id, face, Fruit, DECK_SIZE};
-use super::options::{EndMode, LatencyComp, LeftoverCards};
-use super::rules::{custom_state, EndReason, HalliGalliEvent, OutReason};
 use super::*;
-use crate::game::Reject;
-use crate::rng::Seed;
-use crate::schedule::{self, Presence};
-use crate::testing::find_leaks;
-use serde_json::json;
-use std::collections::BTreeMap;
-
-pub(super) const T0: i64 = 1_000_000;
-pub(super) const S: Fruit = Fruit::Strawberry;
-pub(super) const B: Fruit = Fruit::Banana;
-pub(super) const L: Fruit = Fruit::Lime;
-pub(super) const P: Fruit = Fruit::Plum;
-
-pub(super) fn pid(name: &str) -> PlayerId {
-    PlayerId::from(name)
-}
-
-pub(super) fn seats(names: &[&str]) -> Vec<PlayerId> {
-    names.iter().map(|n| pid(n)).collect()
-}
-
-/// Hands out distinct cards: chosen faces, or any unused cards as filler.
-#[derive(Default)]
-pub(super) struct Pool {
-    used: Vec<u32>,
-}
-
-impl Pool {
-    /// A card showing `count` of `fruit` that was not handed out yet.
-    pub(super) fn card(&mut self, fruit: Fruit, count: u8) -> u32 {
-        let id = (0..5).filter_map(|n| card_id(fruit, count, n)).find(|c| !self.used.contains(c)).unwrap();
-        self.used.push(id);
-        id
-    }
-
-    /// `k` unused cards, lowest ids first (plain filler under chosen tops).
-    pub(super) fn filler(&mut self, k: usize) -> Vec<u32> {
-        let ids: Vec<u32> = (0..DECK_SIZE).rev().filter(|c| !self.used.contains(c)).take(k).collect();
-        self.used.extend(&ids);
-        ids
-    }
-}
-
-/// A playing state: `decks[i]` and `piles[i]` belong to the i-th seat (top = last).
-pub(super) fn table(
-    options: HalliGalliOptions,
-    names: &[&str],
-    decks: Vec<Vec<u32>>,
-    piles: Vec<Vec<u32>>,
-    pot: Vec<u32>,
-    turn: &str,
-) -> HalliGalliState {
-    let order = seats(names);
-    let decks: BTreeMap<_, _> = order.iter().cloned().zip(decks).collect();
-    let piles: BTreeMap<_, _> = order.iter().cloned().zip(piles).collect();
-    custom_state(&options, &order, decks, piles, pot, &pid(turn), T0)
-}
-
-pub(super) fn no_limit() -> HalliGalliOptions {
-    HalliGalliOptions { time_limit_min: None, ..HalliGalliOptions::default() }
-}
-
-pub(super) fn try_act(
-    s: &HalliGalliState,
-    actor: Actor,
-    input: HalliGalliInput,
-    now: i64,
-    rtt: Option<u32>,
-) -> Result<Applied<HalliGalliState, HalliGalliEvent>, HalliGalliReject> {
-    let ctx = Ctx { now, rtt_ms: rtt };
-    HalliGalli::validate(s, &actor, &input, &ctx)?;
-    let applied = HalliGalli::apply(s, &actor, &input, &ctx, &mut Rng::from_seed(Seed(1))).unwrap();
-    rules::check_cards(&applied.state).unwrap();
-    Ok(applied)
-}
-
-pub(super) fn flip(s: &HalliGalliState, who: &str, now: i64) -> Applied<HalliGalliState, HalliGalliEvent> {
-    try_act(s, Actor::Player(pid(who)), Input::Client(HalliGalliAction::Flip {}), now, None).unwrap()
-}
-
-pub(super) fn ring_v(
-    s: &HalliGalliState,
-    who: &str,
-    version: u64,
-    now: i64,
-) -> Result<HalliGalliState, HalliGalliReject> {
-    try_act(s, Actor::Player(pid(who)), Input::Client(HalliGalliAction::Ring { version }), now, None).map(|a| a.state)
-}
-
-pub(super) fn ring(s: &HalliGalliState, who: &str, now: i64) -> HalliGalliState {
-    ring_v(s, who, s.table_version, now).unwrap()
-}
-
-pub(super) fn ring_rtt(s: &HalliGalliState, who: &str, now: i64, rtt: u32) -> HalliGalliState {
-    let input = Input::Client(HalliGalliAction::Ring { version: s.table_version });
-    try_act(s, Actor::Player(pid(who)), input, now, Some(rtt)).unwrap().state
-}
-
-/// Applies what the runner would apply at `now` with everyone connected.
-pub(super) fn run_timer(s: &HalliGalliState, now: i64) -> Applied<HalliGalliState, HalliGalliEvent> {
-    let empty = BTreeMap::new();
-    let (actor, input) = schedule::due::<HalliGalli>(s, now, &Presence::all_connected(&empty)).unwrap();
-    try_act(s, actor, input, now, None).unwrap()
-}
-
-pub(super) fn deck(s: &HalliGalliState, who: &str) -> Vec<u32> {
-    s.decks[&pid(who)].clone()
-}
-
-pub(super) fn code(r: HalliGalliReject) -> &'static str {
-    r.code()
-}
 
 // ---------------------------------------------------------------- §10: deck and deal
 
@@ -138,12 +21,6 @@ fn deck_has_56_cards_14_per_fruit_counts_5_3_3_2_1() {
     assert_eq!(face(13).unwrap(), cards::Face { fruit: S, count: 5 });
     assert_eq!(face(14 + 11).unwrap(), cards::Face { fruit: B, count: 4 });
     assert_eq!(face(55).unwrap(), cards::Face { fruit: P, count: 5 });
-}
-
-pub(super) fn start(n: usize, options: &HalliGalliOptions, seed: u128) -> HalliGalliState {
-    let ps: Vec<PlayerId> = (1..=n).map(|i| PlayerId::new(format!("p{i}"))).collect();
-    HalliGalli::setup(SetupCtx { players: &ps, options, now: T0, game_no: None }, &mut Rng::from_seed(Seed(seed)))
-        .unwrap()
 }
 
 #[test]
@@ -200,16 +77,6 @@ fn setup_refuses_bad_player_counts() {
 }
 
 // ---------------------------------------------------------------- §10: judging
-
-/// Three seats whose face-up tops are `tops` (empty pile where `None`), each with filler
-/// decks; returns the state after nothing else happened.
-pub(super) fn tops(options: HalliGalliOptions, tops: &[Option<(Fruit, u8)>]) -> (HalliGalliState, Pool) {
-    let names = ["a", "b", "c", "d", "e", "f"];
-    let mut pool = Pool::default();
-    let piles: Vec<Vec<u32>> = tops.iter().map(|t| t.map(|(f, c)| vec![pool.card(f, c)]).unwrap_or_default()).collect();
-    let decks: Vec<Vec<u32>> = tops.iter().map(|_| pool.filler(5)).collect();
-    (table(options, &names[..tops.len()], decks, piles, Vec::new(), "a"), pool)
-}
 
 #[test]
 fn strawberry_2_plus_3_is_correct() {
@@ -497,10 +364,6 @@ fn disconnected_player_keeps_being_auto_flipped_and_after_60s_within_1s() {
 
 // ---------------------------------------------------------------- §10: official end
 
-pub(super) fn official() -> HalliGalliOptions {
-    HalliGalliOptions { end_mode: EndMode::Official, ..no_limit() }
-}
-
 #[test]
 fn official_three_down_to_two_ends_at_the_first_correct_ring() {
     let mut pool = Pool::default();
@@ -718,48 +581,4 @@ fn same_seed_and_log_with_server_ts_replay_identically() {
     assert_eq!(s, end_a);
     let json = serde_json::to_string(&s).unwrap();
     assert_eq!(serde_json::from_str::<HalliGalliState>(&json).unwrap(), s);
-}
-
-// ---------------------------------------------------------------- §5.5 worked example
-
-#[test]
-fn worked_example_5_5_step_by_step() {
-    let mut pool = Pool::default();
-    let a_deck = vec![pool.card(S, 1), pool.card(L, 1), pool.card(B, 3)];
-    let b_deck = vec![pool.card(B, 4), pool.card(S, 2)];
-    let c_deck = vec![pool.card(P, 1), pool.card(B, 2)];
-    let pot = vec![pool.card(P, 2), pool.card(P, 3)];
-    let s = table(no_limit(), &["a", "b", "c"], vec![a_deck, b_deck, c_deck], vec![vec![]; 3], pot.clone(), "a");
-
-    // 1. a: banana 3, b: strawberry 2, c: banana 2 -> banana 5, version 3.
-    let s = flip(&s, "a", T0).state;
-    assert_eq!(s.top(&pid("a")).map(|f| (f.fruit, f.count)), Some((B, 3)));
-    let s = flip(&s, "b", T0 + 700).state;
-    let s = flip(&s, "c", T0 + 1400).state;
-    assert_eq!(s.table_version, 3);
-    assert_eq!(s.five_fruit(), Some(B));
-
-    // 2. b rings first with version 3: correct; three piles and the 2 pot cards go
-    //    under b's deck; b flips next.
-    let s = ring_v(&s, "b", 3, T0 + 1500).unwrap();
-    assert_eq!(deck(&s, "b").len(), 1 + 3 + 2);
-    assert_eq!(deck(&s, "b")[0], pot[1], "the pot went under last");
-    assert_eq!(s.turn, pid("b"));
-    assert_eq!(s.table_version, 4);
-
-    // 3. a's ring with version 3 arrives 0.1 s later: late, no penalty.
-    let err = ring_v(&s, "a", 3, T0 + 1600).unwrap_err();
-    assert_eq!((err.code(), err.reason().as_ref()), ("late", "늦었어요"));
-    assert_eq!(s.wrong_count[&pid("a")], 0);
-
-    // 4. b flips banana 4; a mistakes it and rings: wrong, a gives b and c one card each.
-    let s = flip(&s, "b", T0 + 2200).state;
-    assert_eq!(s.top(&pid("b")).map(|f| (f.fruit, f.count)), Some((B, 4)));
-    let (a_before, b_before, c_before) = (deck(&s, "a"), deck(&s, "b").len(), deck(&s, "c").len());
-    let s = ring(&s, "a", T0 + 2500);
-    assert_eq!(deck(&s, "a").len(), a_before.len() - 2);
-    assert_eq!(deck(&s, "b").len(), b_before + 1);
-    assert_eq!(deck(&s, "c").len(), c_before + 1);
-    assert_eq!(deck(&s, "b")[0], a_before[a_before.len() - 1], "clockwise: b gets a's top card first");
-    assert_eq!(s.turn, pid("c"), "the turn does not change");
 }

@@ -1,9 +1,9 @@
 //! The random-play harness over 1,000 seeds, and random refused rings.
 
-use super::options::{BotLevel, EndMode, HalliGalliOptions, LatencyComp, LeftoverCards};
-use super::rules::{check_cards, HalliGalliAction, HalliGalliState};
-use super::HalliGalli;
 use crate::game::{Actor, Ctx, Game, Input, PlayerId, SetupCtx};
+use crate::games::halli_galli::options::{BotLevel, EndMode, HalliGalliOptions, LatencyComp, LeftoverCards};
+use crate::games::halli_galli::rules::{check_cards, HalliGalliAction, HalliGalliState};
+use crate::games::halli_galli::HalliGalli;
 use crate::rng::{Rng, Seed};
 use crate::testing::Harness;
 use std::time::Instant;

@@ -1,10 +1,10 @@
-//! Helpers for `tests/games.rs`: play a whole game in a room (bots, a silent or absent
+//! Whole-game helpers (`tests/games.rs`): play a whole game in a room (bots, a silent or absent
 //! human, virtual time), then check the stored log against the engine: every entry
 //! legal when it was applied, rebuilds that match the record, and every message a
 //! subscriber received equal to the stored state's view and free of its secrets.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
-use crate::support::{add_bot, Client, Node};
+use super::{add_bot, Client, Node};
 use engine::testing::find_leaks;
 use engine::{Ctx, Game, GameResult, Input, InputOf, PlayerId, Seed, ViewCtx};
 use room_actor::log::{GameRecord, LogEntry, StoredGame};

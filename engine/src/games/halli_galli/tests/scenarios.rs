@@ -1,14 +1,56 @@
-//! Every option and house rule, the contract details (legal actions, timers, refusals)
-//! and the bot, on tables laid out by hand with the helpers of `tests.rs`.
+//! The §5.5 worked example, every option and house rule, the contract details (legal
+//! actions, timers, refusals) and the bot, on tables laid out by hand with the helpers of
+//! `mod.rs`.
 
-use super::options::{BotLevel, EndMode, LatencyComp};
-use super::rules::{EndReason, HalliGalliEvent, OutReason};
-use super::tests::*;
 use super::*;
 use crate::game::Reject;
 use crate::rng::Seed;
 use serde_json::json;
 use std::collections::BTreeMap;
+
+// ---------------------------------------------------------------- §5.5 worked example
+
+#[test]
+fn worked_example_5_5_step_by_step() {
+    let mut pool = Pool::default();
+    let a_deck = vec![pool.card(S, 1), pool.card(L, 1), pool.card(B, 3)];
+    let b_deck = vec![pool.card(B, 4), pool.card(S, 2)];
+    let c_deck = vec![pool.card(P, 1), pool.card(B, 2)];
+    let pot = vec![pool.card(P, 2), pool.card(P, 3)];
+    let s = table(no_limit(), &["a", "b", "c"], vec![a_deck, b_deck, c_deck], vec![vec![]; 3], pot.clone(), "a");
+
+    // 1. a: banana 3, b: strawberry 2, c: banana 2 -> banana 5, version 3.
+    let s = flip(&s, "a", T0).state;
+    assert_eq!(s.top(&pid("a")).map(|f| (f.fruit, f.count)), Some((B, 3)));
+    let s = flip(&s, "b", T0 + 700).state;
+    let s = flip(&s, "c", T0 + 1400).state;
+    assert_eq!(s.table_version, 3);
+    assert_eq!(s.five_fruit(), Some(B));
+
+    // 2. b rings first with version 3: correct; three piles and the 2 pot cards go
+    //    under b's deck; b flips next.
+    let s = ring_v(&s, "b", 3, T0 + 1500).unwrap();
+    assert_eq!(deck(&s, "b").len(), 1 + 3 + 2);
+    assert_eq!(deck(&s, "b")[0], pot[1], "the pot went under last");
+    assert_eq!(s.turn, pid("b"));
+    assert_eq!(s.table_version, 4);
+
+    // 3. a's ring with version 3 arrives 0.1 s later: late, no penalty.
+    let err = ring_v(&s, "a", 3, T0 + 1600).unwrap_err();
+    assert_eq!((err.code(), err.reason().as_ref()), ("late", "늦었어요"));
+    assert_eq!(s.wrong_count[&pid("a")], 0);
+
+    // 4. b flips banana 4; a mistakes it and rings: wrong, a gives b and c one card each.
+    let s = flip(&s, "b", T0 + 2200).state;
+    assert_eq!(s.top(&pid("b")).map(|f| (f.fruit, f.count)), Some((B, 4)));
+    let (a_before, b_before, c_before) = (deck(&s, "a"), deck(&s, "b").len(), deck(&s, "c").len());
+    let s = ring(&s, "a", T0 + 2500);
+    assert_eq!(deck(&s, "a").len(), a_before.len() - 2);
+    assert_eq!(deck(&s, "b").len(), b_before + 1);
+    assert_eq!(deck(&s, "c").len(), c_before + 1);
+    assert_eq!(deck(&s, "b")[0], a_before[a_before.len() - 1], "clockwise: b gets a's top card first");
+    assert_eq!(s.turn, pid("c"), "the turn does not change");
+}
 
 // ---------------------------------------------------------------- options
 

@@ -1,0 +1,248 @@
+//! The bus side of a cluster node: requests and commands to rooms on other nodes
+//! ([`ClusterNode::request`], [`ClusterNode::tell`]), and serving what arrives on this
+//! node's channel: frames for this node's sessions, replies to its requests, and other
+//! nodes' room commands, each turned back into the room's own message
+//! ([`ClusterNode::on_room_cmd`], the remote half of `RoomRef`'s verbs).
+
+use super::{ClusterNode, Owner};
+use crate::cluster::bus::{Envelope, NodeCmd, Reply, RoomCmd};
+use crate::cluster::outbox::{NodeOutbox, RemoteSession};
+use crate::error::StoreError;
+use crate::messages::{
+    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, SessionId, Start, Subscribe, TakeSeat,
+    ToClient, Unsubscribe,
+};
+use crate::sessions::Sessions;
+use crate::wire;
+use actix::prelude::*;
+use engine::PlayerId;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+use tracing::{info, warn};
+
+/// How long a node waits for another node's answer to a room request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An answer as JSON text for a bus reply (room info and views always serialize).
+fn json<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+impl ClusterNode {
+    /// A `Recipient` that delivers to `session` on `node`.
+    pub fn remote_out(&self, node: &str, session: u64) -> Option<Recipient<ToClient>> {
+        let mut remotes = self.remotes.lock().ok()?;
+        if let Some(addr) = remotes.get(&(node.to_owned(), session)) {
+            if addr.connected() {
+                return Some(addr.clone().recipient());
+            }
+        }
+        let outbox = {
+            let mut outboxes = self.outboxes.lock().ok()?;
+            outboxes
+                .entry(node.to_owned())
+                .or_insert_with(|| NodeOutbox::new(node, self.publisher.clone()).start())
+                .clone()
+        };
+        let addr = RemoteSession { session, outbox }.start();
+        remotes.insert((node.to_owned(), session), addr.clone());
+        Some(addr.recipient())
+    }
+
+    /// This node's sessions: rooms elsewhere reach them through this registry.
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
+    }
+
+    /// Sends `cmd` for `room` to `node` and waits for its reply (`NotHere` when it cannot
+    /// be reached or does not answer in time).
+    pub async fn request(&self, node: &str, room: &str, make: impl FnOnce(u64) -> RoomCmd) -> Reply {
+        let from = self.id().to_owned();
+        self.ask(node, |req| Envelope::Room { room: room.to_owned(), from, cmd: make(req) }).await
+    }
+
+    /// Sends a node command to `node` and waits for its reply (`NotHere` when it cannot
+    /// be reached or does not answer in time).
+    pub async fn request_node(&self, node: &str, make: impl FnOnce(u64) -> NodeCmd) -> Reply {
+        let from = self.id().to_owned();
+        self.ask(node, |req| Envelope::Node { from, cmd: make(req) }).await
+    }
+
+    /// Publishes the envelope `make` builds for a fresh request id and waits for the
+    /// reply to that id.
+    async fn ask(&self, node: &str, make: impl FnOnce(u64) -> Envelope) -> Reply {
+        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.insert(req, tx);
+        }
+        let reply = match self.publisher.send(node, &make(req)).await {
+            Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
+            Err(_) => None,
+        };
+        if let Ok(mut pending) = self.pending.lock() {
+            pending.remove(&req);
+        }
+        reply.unwrap_or(Reply::NotHere)
+    }
+
+    /// Sends a command that needs no reply.
+    pub async fn tell(&self, node: &str, room: &str, cmd: RoomCmd) -> Result<(), StoreError> {
+        self.publisher.send(node, &Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd }).await
+    }
+
+    async fn reply(&self, node: &str, req: u64, reply: Reply) {
+        if let Err(e) = self.publisher.send(node, &Envelope::Reply { req, reply }).await {
+            warn!(node, error = %e, "reply not delivered");
+        }
+    }
+
+    /// Handles what arrives on this node's channel.
+    pub(super) async fn on_envelope(self: &Arc<Self>, envelope: Envelope) {
+        match envelope {
+            Envelope::Sessions { items } => self.sessions.deliver(items.into_iter().map(|i| {
+                let frame =
+                    ToClient { text: i.text.into(), close: i.close, stale_route: i.stale_route.map(Into::into) };
+                (i.session, frame)
+            })),
+            Envelope::Reply { req, reply } => {
+                let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&req));
+                if let Some(tx) = waiting {
+                    let _ = tx.send(reply);
+                }
+            }
+            Envelope::Room { room, from, cmd } => self.on_room_cmd(&room, &from, cmd).await,
+            Envelope::Node { from, cmd: NodeCmd::Drain { req, by } } => {
+                info!(node = self.id(), from = %from, by = %by, "drain requested by an operator");
+                self.drain_request.notify_one();
+                self.reply(&from, req, Reply::Accepted).await;
+            }
+        }
+    }
+
+    async fn on_room_cmd(self: &Arc<Self>, room: &str, from: &str, cmd: RoomCmd) {
+        let handle = match self.locate(room).await {
+            Ok(Owner::Here(handle)) => Some(handle),
+            _ => None,
+        };
+        let Some(handle) = handle else {
+            // Not ours (any more): the asking node looks the room up again.
+            match cmd {
+                RoomCmd::Info { req }
+                | RoomCmd::TakeSeat { req, .. }
+                | RoomCmd::LeaveSeat { req, .. }
+                | RoomCmd::RemoveSeat { req, .. }
+                | RoomCmd::Start { req, .. }
+                | RoomCmd::Close { req, .. }
+                | RoomCmd::Kick { req, .. }
+                | RoomCmd::Inspect { req } => {
+                    self.reply(from, req, Reply::NotHere).await;
+                }
+                RoomCmd::Act { session, cs, .. } => {
+                    if let Some(out) = self.remote_out(from, session) {
+                        let _ = out.try_send(ToClient::stale(room, wire::resend(room, Some(cs))));
+                    }
+                }
+                RoomCmd::Subscribe { session, .. } => {
+                    if let Some(out) = self.remote_out(from, session) {
+                        let _ = out.try_send(ToClient::stale(room, wire::room_moved(room)));
+                    }
+                }
+                RoomCmd::Unsubscribe { .. } | RoomCmd::Rtt { .. } => {}
+            }
+            return;
+        };
+        match cmd {
+            RoomCmd::Subscribe { session, user } => {
+                if let Some(out) = self.remote_out(from, session) {
+                    let _ = handle.subscribe.try_send(Subscribe {
+                        session: SessionId(session),
+                        user: PlayerId::from(user),
+                        out,
+                    });
+                }
+            }
+            RoomCmd::Unsubscribe { session } => {
+                let _ = handle.unsubscribe.try_send(Unsubscribe { session: SessionId(session) });
+                if let Ok(mut remotes) = self.remotes.lock() {
+                    remotes.remove(&(from.to_owned(), session));
+                }
+            }
+            RoomCmd::Act { session, user, cs, action_json } => {
+                let Some(out) = self.remote_out(from, session) else { return };
+                let action = serde_json::from_str(&action_json).unwrap_or(serde_json::Value::Null);
+                let act = Act {
+                    session: SessionId(session),
+                    user: PlayerId::from(user),
+                    cs,
+                    action,
+                    out,
+                    received: Instant::now(),
+                };
+                let _ = handle.act.try_send(act);
+            }
+            RoomCmd::Rtt { user, rtt_ms } => {
+                let _ = handle.rtt.try_send(RttSample { user: PlayerId::from(user), rtt_ms });
+            }
+            RoomCmd::Info { req } => {
+                let reply = match handle.info.send(GetInfo).await {
+                    Ok(info) => Reply::Info(json(&info)),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::TakeSeat { req, user, name, bot } => {
+                let reply = match handle.take_seat.send(TakeSeat { user: PlayerId::from(user), name, bot }).await {
+                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::LeaveSeat { req, user } => {
+                let reply = match handle.leave_seat.send(LeaveSeat { user: PlayerId::from(user) }).await {
+                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::RemoveSeat { req, by, user } => {
+                let msg = RemoveSeat { by: PlayerId::from(by), user: PlayerId::from(user) };
+                let reply = match handle.remove_seat.send(msg).await {
+                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Start { req, user } => {
+                let reply = match handle.start.send(Start { user: PlayerId::from(user) }).await {
+                    Ok(r) => Reply::Start(r),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Close { req, reason } => {
+                let reply = match handle.close.send(Close { reason }).await {
+                    Ok(r) => Reply::Admin(r.map(|i| json(&i))),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Kick { req, user, reason } => {
+                let reply = match handle.kick.send(Kick { user: PlayerId::from(user), reason }).await {
+                    Ok(r) => Reply::Admin(r.map(|i| json(&i))),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+            RoomCmd::Inspect { req } => {
+                let reply = match handle.inspect.send(Inspect).await {
+                    Ok(view) => Reply::Admin(Ok(json(&view))),
+                    Err(_) => Reply::NotHere,
+                };
+                self.reply(from, req, reply).await;
+            }
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! `RoomActor<G>`: one actor per room, its mailbox the room's fairness queue.
+//!
+//! Inputs are handled one at a time in arrival order; `now` (serverTs) is stamped when
+//! the actor takes the message. The input path is `game-engine.md` §4: dedupe on
+//! (player, cs) → shape check → validate → apply (errors and panics contained) → append
+//! to the store, holding the mailbox (`ctx.wait`) until the store confirms → swap in the
+//! state, `seq + 1`, per-viewer updates, ack, re-arm the one timer, finish on a result.
+//! Timers and bot moves come back as messages and take the same path.
+//!
+//! # Layout
+//!
+//! - this file: the actor's state, grouped by concern, and what every room shares.
+//! - [`clock`]: where rooms read the time; `now` never runs backwards in a room.
+//! - `lifecycle`: creating, restoring and spawning a room, its public info, closing.
+//! - `lobby`: seats, the host and the start (`TakeSeat`, `LeaveSeat`, `RemoveSeat`,
+//!   `Start`).
+//! - `input`: the input pipeline, process → commit → finish (`Act`).
+//! - `stall`: an append with no known outcome, resolved by reading the log back.
+//! - `audience`: subscribers, fan-out of frames and presence (`Subscribe`, `RttSample`).
+//! - `timers`: the room's one timer and its bots (`Wake`, `BotWake`).
+//! - `admin`: what operators do to a room (`Close`, `Kick`, `Inspect`).
+
+mod admin;
+mod audience;
+pub mod clock;
+mod input;
+mod lifecycle;
+mod lobby;
+mod stall;
+mod timers;
+
+pub use clock::Clock;
+
+use crate::directory::Directory;
+use crate::log::StartEntry;
+use crate::metrics::RoomMetrics;
+use crate::store::RoomStore;
+use audience::Audience;
+use clock::RoomTime;
+use engine::{Game, GameResult, Rng, Seed};
+use input::Pipeline;
+use lobby::Lobby;
+use std::sync::Arc;
+use std::time::Duration;
+use timers::Timers;
+
+/// What every room of a node shares.
+#[derive(Clone)]
+pub struct RoomDeps {
+    pub store: Arc<dyn RoomStore>,
+    pub directory: Arc<Directory>,
+    pub metrics: RoomMetrics,
+    pub node_id: String,
+    /// A snapshot every this many entries.
+    pub snapshot_every: u64,
+    pub clock: Clock,
+    /// How long an ended room nobody watches stays open ([`ENDED_LINGER`] by default).
+    pub ended_linger: Duration,
+    /// How long a room may wait for its start before it closes ([`WAITING_TTL`] by
+    /// default), so nobody can hold seats in rooms that never start.
+    pub waiting_ttl: Duration,
+}
+
+/// A new room as `POST /api/rooms` asks for it (options already validated).
+pub struct RoomSpec<O> {
+    pub room_id: String,
+    pub options: O,
+    pub options_json: serde_json::Value,
+    pub host: engine::PlayerId,
+    pub host_name: String,
+    pub grace_sec: u32,
+    /// Only when the server allows fixed seeds (dev/test).
+    pub seed: Option<Seed>,
+}
+
+/// After a room is restored on a node, no deadline is enforced for this long, so players
+/// have time to reconnect (`game-engine.md` §4).
+pub const RECOVERY_HOLD_MS: i64 = 30_000;
+/// An ended game that nobody watches closes after this long (embedded mode), so finished
+/// rooms do not stay in memory and in the directory for the life of the process. The
+/// game itself stays in the store (`GET /api/me/games`, replays).
+pub const ENDED_LINGER: Duration = Duration::from_secs(60);
+/// A room not started within this long after its creation closes.
+pub const WAITING_TTL: Duration = Duration::from_secs(30 * 60);
+
+/// Messages a room queues before senders get `room_unavailable` (actix's default is 16).
+const ROOM_MAILBOX: usize = 4096;
+
+pub struct RoomActor<G: Game> {
+    id: String,
+    deps: RoomDeps,
+    /// What the room was created with; fixed for its life.
+    config: Config<G>,
+    /// Seats, host and a start being stored.
+    lobby: Lobby,
+    phase: Phase<G>,
+    /// Who watches and who of the seated is away.
+    audience: Audience,
+    /// The room's own time (never backwards) and the recovery hold.
+    time: RoomTime,
+    /// The one game timer, the bots' planned moves, the linger timer.
+    timers: Timers<G>,
+    /// An append in flight or stalled, the lease that fences appends.
+    pipeline: Pipeline<G>,
+    /// What operators did to the room.
+    admin: admin::AdminState,
+}
+
+/// The room as created (`RoomSpec`, or the saved info on a restore).
+struct Config<G: Game> {
+    options: G::Options,
+    options_json: serde_json::Value,
+    grace_sec: u32,
+    fixed_seed: Option<Seed>,
+    created_at: i64,
+}
+
+struct Running<G: Game> {
+    game_pk: String,
+    start: StartEntry,
+    state: G::State,
+    rng: Rng,
+    seq: u64,
+    applied: crate::dedupe::AppliedCs,
+}
+
+enum Phase<G: Game> {
+    Waiting,
+    Playing(Running<G>),
+    Ended(Running<G>, GameResult),
+}
+
+/// The result as people read it: games write player ids into their Korean summary
+/// (they know no names), so the room puts each seat's display name in their place. The
+/// record keeps the game's own result, which is what a replay recomputes and compares.
+fn named(result: &GameResult, start: &StartEntry) -> GameResult {
+    let mut shown = result.clone();
+    for (player, name) in start.players.iter().zip(&start.names) {
+        if !name.is_empty() {
+            shown.summary = shown.summary.replace(player.as_str(), name);
+        }
+    }
+    shown
+}
+
+impl<G: Game> RoomActor<G> {
+    /// The disconnect grace of a running game: the game's own, else the room's.
+    fn grace_ms(&self, state: &G::State) -> i64 {
+        G::disconnect_grace_ms(state).unwrap_or(i64::from(self.config.grace_sec) * 1000)
+    }
+}
