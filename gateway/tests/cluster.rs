@@ -450,3 +450,102 @@ async fn the_host_removes_a_seated_player_through_a_node_that_does_not_own_the_r
     let told = next_where(&mut ws, 10, |m| m["t"] == "error").await.expect("the removed player is told");
     assert_eq!((told["code"].as_str(), told["room"].as_str()), (Some("removed_from_seat"), Some(room.as_str())));
 }
+
+/// A CA and a server certificate it signed for 127.0.0.1, as PEM files in `dir`:
+/// (ca.pem, server.pem, server.key).
+fn tls_files(dir: &std::path::Path, ca_name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, ca_name);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let paths = (dir.join(format!("{ca_name}.pem")), dir.join("server.pem"), dir.join("server.key"));
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, server.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+/// `rediss://`: a node reaches a TLS-only Redis (a `redis-server --tls-port` of the
+/// test's own, its certificate signed by a CA made here) when `SSL_CERT_FILE` names that
+/// CA, and plays a game through it (fenced appends and the bus both over TLS). Given
+/// another CA it refuses to start, with a clear error, rather than talk to an unverified
+/// server.
+#[tokio::test]
+async fn a_node_plays_through_a_tls_redis_whose_ca_is_in_ssl_cert_file_and_refuses_an_unknown_one() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = tls_files(dir.path(), "roomd-test-ca");
+    let (other_ca, _, _) = {
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        tls_files(&other, "another-ca")
+    };
+    let port = support::procs::free_port();
+    let mut redis = Command::new("redis-server")
+        .args(["--bind", "127.0.0.1", "--port", "0", "--tls-port", &port.to_string()])
+        .arg("--tls-cert-file")
+        .arg(&cert)
+        .arg("--tls-key-file")
+        .arg(&key)
+        .arg("--tls-ca-cert-file")
+        .arg(&ca)
+        .args(["--tls-auth-clients", "no", "--save", "", "--appendonly", "no"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("redis-server is installed (./scripts/test installs it)");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "the TLS redis-server did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let url = format!("rediss://127.0.0.1:{port}/");
+    let prefix = prefix();
+
+    // An unknown CA: the node does not start.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_roomd"));
+    Settings::cluster("tls-x", &prefix, &url).set("SSL_CERT_FILE", &other_ca).apply(&mut cmd);
+    let refused = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let out = tokio::task::spawn_blocking(move || refused.wait_with_output().unwrap()).await.unwrap();
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "a node trusting another CA started: {printed}");
+    assert!(printed.contains("cannot reach Redis at ROOMD__REDIS__URL"), "{printed}");
+    assert!(!printed.contains("roomd listening"), "{printed}");
+
+    // The right CA: two nodes play a room owned by either of them.
+    let nodes = [
+        Proc::spawn("tls-a", Settings::cluster("tls-a", &prefix, &url).short_lease().set("SSL_CERT_FILE", &ca)),
+        Proc::spawn("tls-b", Settings::cluster("tls-b", &prefix, &url).short_lease().set("SSL_CERT_FILE", &ca)),
+    ];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let (room, _) = start_tally(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(10)).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    let mut b = connect(&nodes[1], &bob).await;
+    for ws in [&mut a, &mut b] {
+        send(ws, json!({"t": "sub", "room": room})).await;
+        next_where(ws, 10, |v| v["t"] == "sync").await.expect("sync over the TLS bus");
+    }
+    for i in 1..=5u64 {
+        for ws in [&mut a, &mut b] {
+            send(ws, json!({"t": "act", "room": room, "cs": i, "a": {"type": "bump"}})).await;
+            let ack = next_where(ws, 10, |v| v["t"] == "ack").await.expect("ack: the entry is in the TLS Redis");
+            assert_eq!(ack["cs"], i);
+        }
+    }
+    let result = next_where(&mut a, 10, |v| v["t"] == "result").await.expect("result");
+    assert_eq!(result["result"]["details"]["count"], 10);
+    next_where(&mut b, 10, |v| v["t"] == "result").await.expect("result on the other node");
+    drop(nodes);
+    let _ = redis.kill();
+    let _ = redis.wait();
+}

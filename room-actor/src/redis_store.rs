@@ -39,10 +39,23 @@ fn room(game_pk: &str) -> Result<&str, StoreError> {
     room_of(game_pk).ok_or_else(|| StoreError::Corrupt(format!("game pk {game_pk} names no room")))
 }
 
+/// A Redis client for `url`: `redis://` or `rediss://` (TLS through rustls). A TLS
+/// server's certificate is checked against the system's roots, or those of the PEM file
+/// named by `SSL_CERT_FILE` (a private CA: see the README); `rediss://…/#insecure`
+/// skips the check (tests only).
+pub fn client(url: &str) -> redis::RedisResult<redis::Client> {
+    if url.starts_with("rediss://") {
+        // rustls needs one process-wide crypto provider; a second install is refused
+        // harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+    redis::Client::open(url)
+}
+
 impl RedisStore {
     /// Connects (with the manager's reconnect/backoff) and uses keys under `prefix`.
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisStore, StoreError> {
-        let client = redis::Client::open(url).map_err(unavailable)?;
+        let client = client(url).map_err(unavailable)?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Duration::from_secs(2))
             .set_response_timeout(Duration::from_secs(2))

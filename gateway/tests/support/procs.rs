@@ -134,6 +134,16 @@ impl Settings {
     pub fn with(self, env: &[(&str, &str)]) -> Settings {
         env.iter().fold(self, |s, (k, v)| s.set(k, v))
     }
+
+    /// Sets (and removes) these variables in `cmd`'s environment, in order.
+    pub fn apply(&self, cmd: &mut Command) {
+        for (key, value) in &self.0 {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+    }
 }
 
 /// A `roomd` process (a cluster node, or an embedded node on a data directory).
@@ -178,12 +188,7 @@ impl Proc {
     /// Starts the process (again, with the same settings) and waits for its address.
     pub fn up(&mut self) {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_roomd"));
-        for (key, value) in &self.settings.0 {
-            match value {
-                Some(value) => cmd.env(key, value),
-                None => cmd.env_remove(key),
-            };
-        }
+        self.settings.apply(&mut cmd);
         let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("roomd starts");
         let stdout = child.stdout.take().unwrap();
         let mut reader = BufReader::new(stdout);

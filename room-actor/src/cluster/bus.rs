@@ -200,7 +200,7 @@ pub fn subscribe(url: String, prefix: String, node: String, metrics: RoomMetrics
         let mut backoff = Duration::from_millis(50);
         loop {
             let attempt = async {
-                let client = redis::Client::open(url.as_str())?;
+                let client = crate::redis_store::client(url.as_str())?;
                 let mut pubsub = client.get_async_pubsub().await?;
                 pubsub.subscribe(channel(&prefix, &node)).await?;
                 Ok::<_, redis::RedisError>(pubsub)
