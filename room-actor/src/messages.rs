@@ -7,7 +7,7 @@ use actix::prelude::*;
 use engine::PlayerId;
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// One WebSocket session (a connection), unique per node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -80,6 +80,10 @@ pub struct Act {
     pub out: Recipient<ToClient>,
     /// When the gateway took the frame off the socket (latency metric).
     pub received: Instant,
+    /// How long the action spent on the bus from a gateway on another node (its publish
+    /// to this node's delivery); zero from a session on this node. The room credits a
+    /// ring with it as it credits half the player's RTT (see `RoomActor::credited_rtt`).
+    pub hop: Duration,
 }
 
 /// A fresh RTT estimate (EMA) of a user, from the session's ping/pong.

@@ -29,7 +29,7 @@ use engine::PlayerId;
 use futures_util::future::LocalBoxFuture;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How this node reaches rooms: its own directory, and in cluster mode the cluster.
 #[derive(Clone)]
@@ -361,7 +361,11 @@ impl RoomRef {
             return Ok(());
         };
         let (session, user, out) = (caller.session, caller.user.clone(), caller.out.clone());
-        handle.act.try_send(Act { session, user, cs, action, out, received }).map_err(|_| RoomOpError::unavailable())
+        let hop = Duration::ZERO;
+        handle
+            .act
+            .try_send(Act { session, user, cs, action, out, received, hop })
+            .map_err(|_| RoomOpError::unavailable())
     }
 
     /// A fresh RTT estimate of the caller.

@@ -164,15 +164,24 @@ impl Publisher {
     }
 }
 
+/// An envelope off the bus and how long it took from its sender's publish to here (the
+/// hop a ring from another node's player crossed; zero from a sender whose clock runs
+/// ahead).
+#[derive(Debug, PartialEq)]
+pub struct Delivered {
+    pub envelope: Envelope,
+    pub lag: Duration,
+}
+
 /// Decodes one frame from the channel, recording its lag; a bad one is logged, counted
 /// and dropped, never allowed to take the node down.
-pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Envelope> {
+pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
     match decode_frame(bytes) {
         Ok((envelope, sent)) => {
             // A sender whose clock is ahead gives a negative lag: recorded as zero.
             let lag = SystemTime::now().duration_since(sent).unwrap_or_default();
             metrics.bus_lag.observe(lag.as_secs_f64());
-            Some(envelope)
+            Some(Delivered { envelope, lag })
         }
         Err(e) => {
             metrics.bus_dropped.inc();
@@ -194,7 +203,12 @@ pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Envelope> {
 
 /// Subscribes to this node's channel and forwards decoded envelopes, resubscribing with
 /// backoff whenever Redis goes away, until the receiver is dropped.
-pub fn subscribe(url: String, prefix: String, node: String, metrics: RoomMetrics) -> mpsc::UnboundedReceiver<Envelope> {
+pub fn subscribe(
+    url: String,
+    prefix: String,
+    node: String,
+    metrics: RoomMetrics,
+) -> mpsc::UnboundedReceiver<Delivered> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut backoff = Duration::from_millis(50);
@@ -210,8 +224,8 @@ pub fn subscribe(url: String, prefix: String, node: String, metrics: RoomMetrics
                     backoff = Duration::from_millis(50);
                     let mut messages = pubsub.on_message();
                     while let Some(msg) = messages.next().await {
-                        if let Some(envelope) = accept_frame(msg.get_payload_bytes(), &metrics) {
-                            if tx.send(envelope).is_err() {
+                        if let Some(delivered) = accept_frame(msg.get_payload_bytes(), &metrics) {
+                            if tx.send(delivered).is_err() {
                                 return;
                             }
                         }
@@ -238,6 +252,10 @@ mod tests {
         RoomMetrics::unregistered().unwrap()
     }
 
+    fn accepted(bytes: &[u8], metrics: &RoomMetrics) -> Option<Envelope> {
+        accept_frame(bytes, metrics).map(|d| d.envelope)
+    }
+
     #[test]
     fn envelopes_round_trip_and_garbage_is_dropped() {
         let m = metrics();
@@ -247,12 +265,12 @@ mod tests {
             cmd: RoomCmd::Act { session: 7, user: "u".into(), cs: 3, action_json: r#"{"type":"flip"}"#.into() },
         };
         let frame = encode_frame(&env, SystemTime::now()).unwrap();
-        assert_eq!(accept_frame(&frame, &m), Some(env));
+        assert_eq!(accepted(&frame, &m), Some(env));
         let reply = Envelope::Reply {
             req: 1,
             reply: Reply::Seat(Err(RoomOpError::new(409, "room_full", "자리가 없어요"))),
         };
-        assert_eq!(accept_frame(&encode_frame(&reply, SystemTime::now()).unwrap(), &m), Some(reply));
+        assert_eq!(accepted(&encode_frame(&reply, SystemTime::now()).unwrap(), &m), Some(reply));
         for env in [
             Envelope::Room {
                 room: "r".into(),
@@ -269,13 +287,13 @@ mod tests {
                 ],
             },
         ] {
-            assert_eq!(accept_frame(&encode_frame(&env, SystemTime::now()).unwrap(), &m), Some(env));
+            assert_eq!(accepted(&encode_frame(&env, SystemTime::now()).unwrap(), &m), Some(env));
         }
         assert_eq!(m.bus_lag.get_sample_count(), 6);
         assert_eq!(m.bus_dropped.get(), 0);
-        assert_eq!(accept_frame(b"\x01\xff\xff\xff\xff\xff\xff\xff\xff\x00garbage", &m), None);
-        assert_eq!(accept_frame(b"\x01\x00", &m), None);
-        assert_eq!(accept_frame(&[], &m), None);
+        assert_eq!(accepted(b"\x01\xff\xff\xff\xff\xff\xff\xff\xff\x00garbage", &m), None);
+        assert_eq!(accepted(b"\x01\x00", &m), None);
+        assert_eq!(accepted(&[], &m), None);
         assert_eq!(m.bus_dropped.get(), 3);
         assert_eq!(m.bus_lag.get_sample_count(), 6);
     }
@@ -313,11 +331,12 @@ mod tests {
         let frame = encode_frame(&env, SystemTime::now() - Duration::from_millis(250)).unwrap();
         let (_, sent) = decode_frame(&frame).unwrap();
         assert!(SystemTime::now().duration_since(sent).unwrap() >= Duration::from_millis(250));
-        accept_frame(&frame, &m).unwrap();
+        let delivered = accept_frame(&frame, &m).unwrap();
+        assert!(delivered.lag >= Duration::from_millis(250), "{:?}", delivered.lag);
         assert!(m.bus_lag.get_sample_sum() >= 0.25, "{}", m.bus_lag.get_sample_sum());
         // From a sender whose clock runs ahead: zero, not a panic.
         let ahead = encode_frame(&env, SystemTime::now() + Duration::from_secs(5)).unwrap();
-        accept_frame(&ahead, &m).unwrap();
+        assert_eq!(accept_frame(&ahead, &m).unwrap().lag, Duration::ZERO);
         assert_eq!(m.bus_lag.get_sample_count(), 2);
     }
 }

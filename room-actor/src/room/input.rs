@@ -24,7 +24,13 @@ const RECORD_ATTEMPTS: u32 = 150;
 
 /// Who is waiting for the outcome of an input.
 pub(super) enum Origin {
-    Client { cs: u64, out: Recipient<ToClient>, received: Instant },
+    /// `hop`: the time the action spent on the bus from another node's gateway.
+    Client {
+        cs: u64,
+        out: Recipient<ToClient>,
+        received: Instant,
+        hop: Duration,
+    },
     Timer,
     Bot,
 }
@@ -35,6 +41,21 @@ impl Origin {
             Origin::Client { cs, .. } => Some(*cs),
             _ => None,
         }
+    }
+
+    /// The round trip the game credits this input with (`Ctx::rtt_ms`, logged with the
+    /// entry so a replay judges it identically): the player's RTT to their gateway, plus,
+    /// for an action that came from another node's gateway, twice its bus hop. A game
+    /// crediting half the RTT (Halli Galli's `latencyComp=light`: `min(RTT/2, 80 ms)`)
+    /// thereby also credits the hop, so a ring is judged by when it entered the cluster,
+    /// whichever node owns the room. `None` when there is neither.
+    pub(super) fn credited_rtt(&self, rtt_ms: Option<u32>) -> Option<u32> {
+        let hop = match self {
+            Origin::Client { hop, .. } if !hop.is_zero() => *hop,
+            _ => return rtt_ms,
+        };
+        let hop_ms = u32::try_from(hop.as_millis()).unwrap_or(u32::MAX);
+        Some(rtt_ms.unwrap_or(0).saturating_add(hop_ms.saturating_mul(2)))
     }
 }
 
@@ -130,7 +151,7 @@ impl<G: Game> RoomActor<G> {
             return true;
         }
         let now = self.time.now();
-        let rtt_ms = actor.player().and_then(|p| self.audience.rtt.get(p).copied());
+        let rtt_ms = origin.credited_rtt(actor.player().and_then(|p| self.audience.rtt.get(p).copied()));
         let Phase::Playing(run) = &self.phase else {
             self.reject(&origin, "not_playing", "게임이 진행 중이 아니에요");
             return false;
@@ -358,7 +379,7 @@ impl<G: Game> Handler<Act> for RoomActor<G> {
     type Result = ();
 
     fn handle(&mut self, msg: Act, ctx: &mut Context<Self>) {
-        let origin = Origin::Client { cs: msg.cs, out: msg.out, received: msg.received };
+        let origin = Origin::Client { cs: msg.cs, out: msg.out, received: msg.received, hop: msg.hop };
         let run = match &self.phase {
             Phase::Playing(run) => run,
             Phase::Waiting => return self.reject(&origin, "not_started", "아직 게임이 시작되지 않았어요"),

@@ -64,6 +64,7 @@ impl Client {
             action,
             out: self.out.clone(),
             received: Instant::now(),
+            hop: Duration::ZERO,
         });
     }
 

@@ -318,9 +318,9 @@ impl ClusterNode {
         );
         let node = self.clone();
         actix::spawn(async move {
-            while let Some(envelope) = rx.recv().await {
+            while let Some(delivered) = rx.recv().await {
                 // Each envelope in order: commands to one room keep their order.
-                node.on_envelope(envelope).await;
+                node.on_envelope(delivered.envelope, delivered.lag).await;
             }
         });
 

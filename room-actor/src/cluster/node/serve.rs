@@ -99,8 +99,8 @@ impl ClusterNode {
         }
     }
 
-    /// Handles what arrives on this node's channel.
-    pub(super) async fn on_envelope(self: &Arc<Self>, envelope: Envelope) {
+    /// Handles what arrives on this node's channel (`lag`: since its sender published it).
+    pub(super) async fn on_envelope(self: &Arc<Self>, envelope: Envelope, lag: Duration) {
         match envelope {
             Envelope::Sessions { items } => self.sessions.deliver(items.into_iter().map(|i| {
                 let frame =
@@ -113,7 +113,7 @@ impl ClusterNode {
                     let _ = tx.send(reply);
                 }
             }
-            Envelope::Room { room, from, cmd } => self.on_room_cmd(&room, &from, cmd).await,
+            Envelope::Room { room, from, cmd } => self.on_room_cmd(&room, &from, cmd, lag).await,
             Envelope::Node { from, cmd: NodeCmd::Drain { req, by } } => {
                 info!(node = self.id(), from = %from, by = %by, "drain requested by an operator");
                 self.drain_request.notify_one();
@@ -122,7 +122,7 @@ impl ClusterNode {
         }
     }
 
-    async fn on_room_cmd(self: &Arc<Self>, room: &str, from: &str, cmd: RoomCmd) {
+    async fn on_room_cmd(self: &Arc<Self>, room: &str, from: &str, cmd: RoomCmd, lag: Duration) {
         let handle = match self.locate(room).await {
             Ok(Owner::Here(handle)) => Some(handle),
             _ => None,
@@ -180,6 +180,7 @@ impl ClusterNode {
                     action,
                     out,
                     received: Instant::now(),
+                    hop: lag,
                 };
                 let _ = handle.act.try_send(act);
             }
