@@ -76,13 +76,14 @@ async fn rooms_are_paged_cluster_wide_and_close_and_kick_reach_clients_on_other_
         assert_eq!(get(&http, format!("{}/admin/api/rooms", nodes[2].base), t).await.0, 401);
     }
 
+    // At least nine rooms, and until every node owns one (placement is a hash: nine
+    // rooms miss one of three nodes 2.6 % of the time).
     let mut owners: BTreeMap<String, String> = BTreeMap::new();
-    for _ in 0..9 {
+    while owners.len() < 9 || owners.values().collect::<BTreeSet<_>>().len() < 3 {
+        assert!(owners.len() < 40, "rooms never landed on all three nodes: {owners:?}");
         let (r, owner) = room(&http, &nodes[0], &host).await;
         owners.insert(r, owner);
     }
-    let distinct: BTreeSet<&String> = owners.values().collect();
-    assert!(distinct.len() >= 2, "rooms all on one node: {owners:?}");
 
     // Pages of 2 through a node that owns only some of them: every room once, with its owner.
     let mut seen: BTreeMap<String, String> = BTreeMap::new();
@@ -105,7 +106,7 @@ async fn rooms_are_paged_cluster_wide_and_close_and_kick_reach_clients_on_other_
         }
         assert!(pages <= 10, "pagination does not end");
     }
-    assert_eq!(pages, 5);
+    assert_eq!(pages, owners.len().div_ceil(2));
     assert_eq!(seen, owners, "listed owners are the rooms' owners");
     // The node filter gives each node's rooms.
     for node in ["ka", "kb", "kc"] {
