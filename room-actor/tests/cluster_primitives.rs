@@ -1,13 +1,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 //! The cluster's Redis primitives against a real Redis (`REDIS_URL`, provided by
 //! ./scripts/test; these fail, never skip, without it): leases with growing epochs,
-//! fencing of appends by a lost lease, batch renewal, release, and membership.
+//! fencing of appends by a lost lease, batch renewal, release, membership, and the bus
+//! outboxes (a burst batched in order; a frame nobody hears fails all it carried).
 
 use engine::{Actor, PlayerId, Seed};
+use room_actor::cluster::bus::{self, Envelope, Publisher, RoomCmd};
 use room_actor::cluster::lease::Leases;
 use room_actor::cluster::membership::{Member, Membership};
+use room_actor::cluster::outbox::Outboxes;
 use room_actor::keys::{game_pk, Keys};
 use room_actor::log::{LogEntry, StartEntry};
+use room_actor::metrics::RoomMetrics;
 use room_actor::{RedisStore, RoomStore, StoreError};
 use std::time::Duration;
 
@@ -150,4 +154,64 @@ async fn membership_by_heartbeat_expiry_with_draining_flags() {
     assert_eq!(members.live(11_100).await.unwrap(), vec![Member { id: "n1".into(), draining: true }], "n2 expired");
     members.leave("n1").await.unwrap();
     assert!(members.live(10_000).await.unwrap().iter().all(|m| m.id != "n1"));
+}
+
+fn act(cs: u64) -> Envelope {
+    Envelope::Room {
+        room: "r_1".into(),
+        from: "node-a".into(),
+        cmd: RoomCmd::Act { session: 1, user: "p".into(), cs, action_json: "{}".into() },
+    }
+}
+
+/// A burst for one node leaves its outbox in a few frames (not one publish per message),
+/// every envelope once and in the order it was sent.
+#[tokio::test]
+async fn an_outbox_sends_a_burst_in_few_frames_in_order() {
+    let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
+    let (store, _) = store().await;
+    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
+    let metrics = RoomMetrics::unregistered().unwrap();
+    let mut rx = bus::subscribe(url, prefix.clone(), "node-b".into(), metrics);
+    let outboxes = Outboxes::new(Publisher::new(store.connection(), &prefix));
+    // Until the subscription is up, a publish finds nobody listening.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while outboxes.send("node-b", act(0)).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "the bus subscription never came up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut frames = 0;
+    let mut seen = Vec::new();
+    for cs in 1..=1000 {
+        outboxes.post("node-b", act(cs));
+    }
+    outboxes.send("node-b", act(1001)).await.expect("published");
+    while !seen.ends_with(&[1001]) {
+        let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("frames arrive").unwrap();
+        frames += 1;
+        for envelope in delivered.envelopes {
+            if let Envelope::Room { cmd: RoomCmd::Act { cs, .. }, .. } = envelope {
+                if cs > 0 {
+                    seen.push(cs);
+                }
+            }
+        }
+    }
+    assert_eq!(seen, (1..=1001).collect::<Vec<_>>(), "every envelope once, in order");
+    assert!(frames <= 20, "1001 envelopes in {frames} frames: the outbox batches");
+}
+
+/// A frame nobody hears acknowledges none of what it carried: every waiter gets the
+/// error, and the node's next message tries again (and fails again, no hang).
+#[tokio::test]
+async fn a_frame_nobody_hears_fails_every_message_in_it() {
+    let (store, _) = store().await;
+    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
+    let outboxes = Outboxes::new(Publisher::new(store.connection(), &prefix));
+    let sends = (1..=3).map(|cs| outboxes.send("node-gone", act(cs)));
+    for result in futures_util::future::join_all(sends).await {
+        assert!(matches!(result, Err(StoreError::Unavailable(_))), "{result:?}");
+    }
+    let again = tokio::time::timeout(Duration::from_secs(5), outboxes.send("node-gone", act(4))).await;
+    assert!(matches!(again, Ok(Err(StoreError::Unavailable(_)))), "{again:?}");
 }

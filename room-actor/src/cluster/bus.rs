@@ -3,10 +3,12 @@
 //! bincode can decode; game actions travel as JSON text inside).
 //!
 //! Client → room commands go to the room's owner node; room → client messages go to
-//! each subscriber's gateway node, batched into one publish per node per state change.
+//! each subscriber's gateway node. Everything for one node leaves through that node's
+//! outbox (`outbox.rs`), which sends whatever gathered while its last publish was in
+//! flight as one frame.
 //!
 //! A frame on the wire is `[FRAME_VERSION][sent_at: u64 LE, µs since the Unix epoch]`
-//! followed by the bincode envelope. The version byte lets a node recognise (and drop,
+//! followed by the bincode envelopes (a `Vec<Envelope>`, in order). The version byte lets a node recognise (and drop,
 //! with a clear log line) frames from an incompatible roomd during a rolling upgrade; the
 //! timestamp gives `roomd_bus_lag_seconds`, the publish→deliver lag (across hosts it
 //! includes their clock offset, so keep nodes on NTP).
@@ -67,9 +69,11 @@ pub enum Reply {
 
 /// One message for one session on the receiving node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SessionText {
+pub struct SessionFrame {
     pub session: u64,
-    pub text: String,
+    /// Its text: an index into the envelope's `texts` (sessions shown the same update
+    /// share one text).
+    pub text: u32,
     /// Close the socket after this message.
     pub close: bool,
     /// The frame's room when it is a `room_moved`/`room_unavailable` (the session's route
@@ -80,23 +84,24 @@ pub struct SessionText {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Envelope {
     Room { room: String, from: String, cmd: RoomCmd },
-    Sessions { items: Vec<SessionText> },
+    Sessions { texts: Vec<String>, items: Vec<SessionFrame> },
     Reply { req: u64, reply: Reply },
     Node { from: String, cmd: NodeCmd },
 }
 
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
 /// 3: `SessionText.stale_route` (a typed flag instead of scanning frames for codes).
-pub const FRAME_VERSION: u8 = 3;
+/// 4: a frame carries a batch of envelopes; session frames share their texts.
+pub const FRAME_VERSION: u8 = 4;
 const HEADER: usize = 9;
 
 fn unix_micros(at: SystemTime) -> u64 {
     at.duration_since(UNIX_EPOCH).map(|d| d.as_micros().min(u128::from(u64::MAX)) as u64).unwrap_or(0)
 }
 
-/// Frames `envelope` as sent at `at`.
-pub fn encode_frame(envelope: &Envelope, at: SystemTime) -> Result<Vec<u8>, StoreError> {
-    let body = encode(envelope)?;
+/// Frames `envelopes` (delivered in this order) as sent at `at`.
+pub fn encode_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
+    let body = encode(&envelopes)?;
     let mut frame = Vec::with_capacity(HEADER + body.len());
     frame.push(FRAME_VERSION);
     frame.extend_from_slice(&unix_micros(at).to_le_bytes());
@@ -115,8 +120,8 @@ pub enum FrameError {
     Malformed(String),
 }
 
-/// Decodes a frame into its envelope and the time it was published.
-pub fn decode_frame(bytes: &[u8]) -> Result<(Envelope, SystemTime), FrameError> {
+/// Decodes a frame into its envelopes and the time it was published.
+pub fn decode_frame(bytes: &[u8]) -> Result<(Vec<Envelope>, SystemTime), FrameError> {
     if bytes.len() < HEADER {
         return Err(FrameError::Truncated);
     }
@@ -126,8 +131,8 @@ pub fn decode_frame(bytes: &[u8]) -> Result<(Envelope, SystemTime), FrameError> 
     let mut stamp = [0u8; 8];
     stamp.copy_from_slice(&bytes[1..HEADER]);
     let sent = UNIX_EPOCH + Duration::from_micros(u64::from_le_bytes(stamp));
-    let envelope = decode::<Envelope>(&bytes[HEADER..]).map_err(|e| FrameError::Malformed(e.to_string()))?;
-    Ok((envelope, sent))
+    let envelopes = decode::<Vec<Envelope>>(&bytes[HEADER..]).map_err(|e| FrameError::Malformed(e.to_string()))?;
+    Ok((envelopes, sent))
 }
 
 pub fn channel(prefix: &str, node: &str) -> String {
@@ -146,10 +151,10 @@ impl Publisher {
         Publisher { conn, prefix: prefix.to_owned() }
     }
 
-    /// Publishes to `node`'s channel; `Unavailable` when Redis fails or when nobody
-    /// listens there (the node is gone).
-    pub async fn send(&self, node: &str, envelope: &Envelope) -> Result<(), StoreError> {
-        let bytes = encode_frame(envelope, SystemTime::now())?;
+    /// Publishes `envelopes` to `node`'s channel as one frame; `Unavailable` when Redis
+    /// fails or when nobody listens there (the node is gone).
+    pub async fn send(&self, node: &str, envelopes: &[Envelope]) -> Result<(), StoreError> {
+        let bytes = encode_frame(envelopes, SystemTime::now())?;
         let mut conn = self.conn.clone();
         let receivers = redis::cmd("PUBLISH")
             .arg(channel(&self.prefix, node))
@@ -164,12 +169,12 @@ impl Publisher {
     }
 }
 
-/// An envelope off the bus and how long it took from its sender's publish to here (the
-/// hop a ring from another node's player crossed; zero from a sender whose clock runs
-/// ahead).
+/// A frame's envelopes off the bus and how long it took from its sender's publish to
+/// here (the hop a ring from another node's player crossed; zero from a sender whose
+/// clock runs ahead).
 #[derive(Debug, PartialEq)]
 pub struct Delivered {
-    pub envelope: Envelope,
+    pub envelopes: Vec<Envelope>,
     pub lag: Duration,
 }
 
@@ -177,11 +182,11 @@ pub struct Delivered {
 /// and dropped, never allowed to take the node down.
 pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
     match decode_frame(bytes) {
-        Ok((envelope, sent)) => {
+        Ok((envelopes, sent)) => {
             // A sender whose clock is ahead gives a negative lag: recorded as zero.
             let lag = SystemTime::now().duration_since(sent).unwrap_or_default();
             metrics.bus_lag.observe(lag.as_secs_f64());
-            Some(Delivered { envelope, lag })
+            Some(Delivered { envelopes, lag })
         }
         Err(e) => {
             metrics.bus_dropped.inc();
@@ -252,8 +257,15 @@ mod tests {
         RoomMetrics::unregistered().unwrap()
     }
 
+    /// The one envelope of a frame.
     fn accepted(bytes: &[u8], metrics: &RoomMetrics) -> Option<Envelope> {
-        accept_frame(bytes, metrics).map(|d| d.envelope)
+        let mut envelopes = accept_frame(bytes, metrics)?.envelopes;
+        assert_eq!(envelopes.len(), 1);
+        envelopes.pop()
+    }
+
+    fn one(env: &Envelope, at: SystemTime) -> Vec<u8> {
+        encode_frame(std::slice::from_ref(env), at).unwrap()
     }
 
     #[test]
@@ -264,13 +276,13 @@ mod tests {
             from: "n1".into(),
             cmd: RoomCmd::Act { session: 7, user: "u".into(), cs: 3, action_json: r#"{"type":"flip"}"#.into() },
         };
-        let frame = encode_frame(&env, SystemTime::now()).unwrap();
+        let frame = one(&env, SystemTime::now());
         assert_eq!(accepted(&frame, &m), Some(env));
         let reply = Envelope::Reply {
             req: 1,
             reply: Reply::Seat(Err(RoomOpError::new(409, "room_full", "자리가 없어요"))),
         };
-        assert_eq!(accepted(&encode_frame(&reply, SystemTime::now()).unwrap(), &m), Some(reply));
+        assert_eq!(accepted(&one(&reply, SystemTime::now()), &m), Some(reply));
         for env in [
             Envelope::Room {
                 room: "r".into(),
@@ -281,13 +293,14 @@ mod tests {
             Envelope::Reply { req: 3, reply: Reply::Admin(Ok("{}".into())) },
             // A stale-route frame keeps its flag across nodes; an update has none.
             Envelope::Sessions {
+                texts: vec!["{}".into()],
                 items: vec![
-                    SessionText { session: 1, text: "{}".into(), close: false, stale_route: Some("r".into()) },
-                    SessionText { session: 2, text: "{}".into(), close: true, stale_route: None },
+                    SessionFrame { session: 1, text: 0, close: false, stale_route: Some("r".into()) },
+                    SessionFrame { session: 2, text: 0, close: true, stale_route: None },
                 ],
             },
         ] {
-            assert_eq!(accepted(&encode_frame(&env, SystemTime::now()).unwrap(), &m), Some(env));
+            assert_eq!(accepted(&one(&env, SystemTime::now()), &m), Some(env));
         }
         assert_eq!(m.bus_lag.get_sample_count(), 6);
         assert_eq!(m.bus_dropped.get(), 0);
@@ -296,6 +309,22 @@ mod tests {
         assert_eq!(accepted(&[], &m), None);
         assert_eq!(m.bus_dropped.get(), 3);
         assert_eq!(m.bus_lag.get_sample_count(), 6);
+    }
+
+    #[test]
+    fn a_frame_carries_its_envelopes_in_order() {
+        let m = metrics();
+        let batch: Vec<Envelope> = (0..5)
+            .map(|cs| Envelope::Room {
+                room: "r".into(),
+                from: "n1".into(),
+                cmd: RoomCmd::Act { session: 7, user: "u".into(), cs, action_json: "{}".into() },
+            })
+            .chain([Envelope::Reply { req: 9, reply: Reply::NotHere }])
+            .collect();
+        let frame = encode_frame(&batch, SystemTime::now()).unwrap();
+        assert_eq!(accept_frame(&frame, &m).unwrap().envelopes, batch);
+        assert_eq!(m.bus_lag.get_sample_count(), 1, "one frame, one lag sample");
     }
 
     #[test]
@@ -317,7 +346,7 @@ mod tests {
     #[test]
     fn frames_of_another_version_are_dropped() {
         let env = Envelope::Reply { req: 1, reply: Reply::NotHere };
-        let mut frame = encode_frame(&env, SystemTime::now()).unwrap();
+        let mut frame = one(&env, SystemTime::now());
         frame[0] = FRAME_VERSION + 1;
         assert_eq!(decode_frame(&frame), Err(FrameError::Version(FRAME_VERSION + 1)));
         // A bare envelope without a header (what an older build sent) is refused too.
@@ -328,14 +357,14 @@ mod tests {
     fn the_lag_is_the_time_since_publication() {
         let m = metrics();
         let env = Envelope::Reply { req: 1, reply: Reply::NotHere };
-        let frame = encode_frame(&env, SystemTime::now() - Duration::from_millis(250)).unwrap();
+        let frame = one(&env, SystemTime::now() - Duration::from_millis(250));
         let (_, sent) = decode_frame(&frame).unwrap();
         assert!(SystemTime::now().duration_since(sent).unwrap() >= Duration::from_millis(250));
         let delivered = accept_frame(&frame, &m).unwrap();
         assert!(delivered.lag >= Duration::from_millis(250), "{:?}", delivered.lag);
         assert!(m.bus_lag.get_sample_sum() >= 0.25, "{}", m.bus_lag.get_sample_sum());
         // From a sender whose clock runs ahead: zero, not a panic.
-        let ahead = encode_frame(&env, SystemTime::now() + Duration::from_secs(5)).unwrap();
+        let ahead = one(&env, SystemTime::now() + Duration::from_secs(5));
         assert_eq!(accept_frame(&ahead, &m).unwrap().lag, Duration::ZERO);
         assert_eq!(m.bus_lag.get_sample_count(), 2);
     }

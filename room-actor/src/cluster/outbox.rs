@@ -1,73 +1,198 @@
-//! Sending room output to sessions on other nodes: a `RemoteSession` stands in for each
-//! remote subscriber (so rooms keep talking to a `Recipient<ToClient>` whatever the
-//! session's node), and one `NodeOutbox` per node gathers everything produced in one
-//! turn of the arbiter into a single publish.
+//! Everything a node sends to another node leaves through that node's outbox: one queue
+//! per destination, drained by one task that publishes whatever gathered while its
+//! previous publish was in flight as one frame (group commit). A busy node pays one
+//! `PUBLISH` per destination per Redis round trip instead of one per command, reply or
+//! session message; an idle one pays exactly the round trip it paid before. Order is kept
+//! per destination: one queue, one publish in flight. Session messages in a batch share
+//! their texts, so an update several of a node's sessions see crosses once.
+//!
+//! A `RemoteSession` stands in for each remote subscriber, so rooms keep talking to a
+//! `Recipient<ToClient>` whatever the session's node.
 
-use crate::cluster::bus::{Envelope, Publisher, SessionText};
+use crate::cluster::bus::{Envelope, Publisher, SessionFrame};
+use crate::error::StoreError;
 use crate::messages::ToClient;
 use actix::prelude::*;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
-/// Batches messages for one node.
-pub struct NodeOutbox {
-    node: String,
-    publisher: Publisher,
-    pending: Vec<SessionText>,
-    scheduled: bool,
+/// At most this many commands, replies and session messages go in one frame.
+pub const MAX_BATCH: usize = 512;
+/// A frame stops taking session texts once they reach this many bytes.
+pub const MAX_BATCH_BYTES: usize = 1 << 20;
+
+type Done = oneshot::Sender<Result<(), StoreError>>;
+
+/// What waits in a destination's queue.
+enum Item {
+    /// A command, reply or node command; `done` hears whether its frame was published.
+    Envelope {
+        envelope: Envelope,
+        done: Option<Done>,
+    },
+    Session {
+        session: u64,
+        msg: ToClient,
+    },
 }
 
-impl NodeOutbox {
-    pub fn new(node: &str, publisher: Publisher) -> NodeOutbox {
-        NodeOutbox { node: node.to_owned(), publisher, pending: Vec::new(), scheduled: false }
+/// The outboxes of one node, one per destination node (created on first use).
+#[derive(Clone)]
+pub struct Outboxes {
+    publisher: Publisher,
+    queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Item>>>>,
+}
+
+impl Outboxes {
+    pub fn new(publisher: Publisher) -> Outboxes {
+        Outboxes { publisher, queues: Arc::default() }
     }
 
-    fn flush(&mut self, ctx: &mut Context<Self>) {
-        self.scheduled = false;
-        let items = std::mem::take(&mut self.pending);
-        if items.is_empty() {
-            return;
+    fn push(&self, node: &str, mut item: Item) {
+        let Ok(mut queues) = self.queues.lock() else { return };
+        if let Some(tx) = queues.get(node) {
+            match tx.send(item) {
+                Ok(()) => return,
+                // Its task stopped (the node was found gone): start a fresh queue.
+                Err(mpsc::error::SendError(back)) => item = back,
+            }
         }
-        let publisher = self.publisher.clone();
-        let node = self.node.clone();
-        // In order: publishes from one outbox go out one at a time.
-        ctx.wait(
-            async move {
-                if let Err(e) = publisher.send(&node, &Envelope::Sessions { items }).await {
-                    warn!(node = %node, error = %e, "session messages not delivered");
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(drain(node.to_owned(), rx, self.publisher.clone(), self.queues.clone(), tx.clone()));
+        let _ = tx.send(item);
+        queues.insert(node.to_owned(), tx);
+    }
+
+    /// Sends `envelope` to `node` in its outbox's next frame: `Ok` once that frame is
+    /// published, `Unavailable` when Redis fails or nobody listens on `node`'s channel.
+    pub async fn send(&self, node: &str, envelope: Envelope) -> Result<(), StoreError> {
+        let (done, rx) = oneshot::channel();
+        self.push(node, Item::Envelope { envelope, done: Some(done) });
+        rx.await.unwrap_or_else(|_| Err(StoreError::Unavailable(format!("the outbox to {node} stopped"))))
+    }
+
+    /// Sends `envelope` to `node` without waiting (a failure is logged).
+    pub fn post(&self, node: &str, envelope: Envelope) {
+        self.push(node, Item::Envelope { envelope, done: None });
+    }
+
+    /// Sends `msg` to `session` on `node`.
+    pub fn session(&self, node: &str, session: u64, msg: ToClient) {
+        self.push(node, Item::Session { session, msg });
+    }
+}
+
+/// One destination's task: waits for the first item, takes whatever else is queued (up
+/// to the batch bounds), publishes it as one frame, tells the waiters, and again.
+async fn drain(
+    node: String,
+    mut rx: mpsc::UnboundedReceiver<Item>,
+    publisher: Publisher,
+    queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Item>>>>,
+    own: mpsc::UnboundedSender<Item>,
+) {
+    while let Some(first) = rx.recv().await {
+        let mut batch = Batch::default();
+        batch.add(first);
+        while batch.items < MAX_BATCH && batch.text_bytes < MAX_BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(item) => batch.add(item),
+                Err(_) => break,
+            }
+        }
+        let (envelopes, waiters, sessions) = batch.finish();
+        let result = publisher.send(&node, &envelopes).await;
+        if let Err(e) = &result {
+            warn!(node = %node, error = %e, envelopes = envelopes.len(), sessions, "bus frame not delivered");
+        }
+        let gone = matches!(&result, Err(StoreError::Unavailable(m)) if m.starts_with("no node listens"));
+        for done in waiters {
+            let _ = done.send(result.clone());
+        }
+        if gone {
+            // Nobody listens there: this queue stops (what is in it fails the same way)
+            // and the next message for that node starts a new one.
+            if let Ok(mut queues) = queues.lock() {
+                if queues.get(&node).is_some_and(|tx| tx.same_channel(&own)) {
+                    queues.remove(&node);
                 }
             }
-            .into_actor(self),
-        );
+            rx.close();
+            while let Ok(item) = rx.try_recv() {
+                if let Item::Envelope { done: Some(done), .. } = item {
+                    let _ = done.send(result.clone());
+                }
+            }
+            return;
+        }
     }
 }
 
-impl Actor for NodeOutbox {
-    type Context = Context<Self>;
+/// A frame being assembled: envelopes in order, consecutive session messages gathered
+/// into one `Sessions` envelope whose equal texts are stored once.
+#[derive(Default)]
+struct Batch {
+    envelopes: Vec<Envelope>,
+    waiters: Vec<Done>,
+    items: usize,
+    text_bytes: usize,
+    sessions: usize,
+    texts: Vec<String>,
+    frames: Vec<SessionFrame>,
+    index: HashMap<Arc<str>, u32>,
 }
 
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Outgoing {
-    pub item: SessionText,
-}
-
-impl Handler<Outgoing> for NodeOutbox {
-    type Result = ();
-
-    fn handle(&mut self, msg: Outgoing, ctx: &mut Context<Self>) {
-        self.pending.push(msg.item);
-        if !self.scheduled {
-            self.scheduled = true;
-            ctx.run_later(Duration::ZERO, |act, ctx| act.flush(ctx));
+impl Batch {
+    fn add(&mut self, item: Item) {
+        self.items += 1;
+        match item {
+            Item::Envelope { envelope, done } => {
+                self.close_sessions();
+                self.envelopes.push(envelope);
+                self.waiters.extend(done);
+            }
+            Item::Session { session, msg } => {
+                self.sessions += 1;
+                let text = match self.index.get(&msg.text) {
+                    Some(i) => *i,
+                    None => {
+                        let i = self.texts.len() as u32;
+                        self.text_bytes += msg.text.len();
+                        self.texts.push(msg.text.to_string());
+                        self.index.insert(msg.text.clone(), i);
+                        i
+                    }
+                };
+                let stale_route = msg.stale_route.as_deref().map(str::to_owned);
+                self.frames.push(SessionFrame { session, text, close: msg.close, stale_route });
+            }
         }
+    }
+
+    fn close_sessions(&mut self) {
+        if self.frames.is_empty() {
+            return;
+        }
+        self.index.clear();
+        self.envelopes.push(Envelope::Sessions {
+            texts: std::mem::take(&mut self.texts),
+            items: std::mem::take(&mut self.frames),
+        });
+    }
+
+    fn finish(mut self) -> (Vec<Envelope>, Vec<Done>, usize) {
+        self.close_sessions();
+        (self.envelopes, self.waiters, self.sessions)
     }
 }
 
 /// A subscriber on another node, as a room sees it.
 pub struct RemoteSession {
     pub session: u64,
-    pub outbox: Addr<NodeOutbox>,
+    pub node: String,
+    pub outboxes: Outboxes,
 }
 
 impl Actor for RemoteSession {
@@ -82,15 +207,53 @@ impl Handler<ToClient> for RemoteSession {
     type Result = ();
 
     fn handle(&mut self, msg: ToClient, ctx: &mut Context<Self>) {
-        let item = SessionText {
-            session: self.session,
-            text: msg.text.to_string(),
-            close: msg.close,
-            stale_route: msg.stale_route.as_deref().map(str::to_owned),
-        };
-        self.outbox.do_send(Outgoing { item });
-        if msg.close {
+        let close = msg.close;
+        self.outboxes.session(&self.node, self.session, msg);
+        if close {
             ctx.stop();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn act_envelope(cs: u64) -> Envelope {
+        let cmd = crate::cluster::bus::RoomCmd::Act { session: 1, user: "u".into(), cs, action_json: "{}".into() };
+        Envelope::Room { room: "r".into(), from: "n".into(), cmd }
+    }
+
+    fn act(cs: u64) -> Item {
+        Item::Envelope { envelope: act_envelope(cs), done: None }
+    }
+
+    fn to(session: u64, text: &Arc<str>) -> Item {
+        Item::Session { session, msg: ToClient::frame(text.clone()) }
+    }
+
+    #[test]
+    fn a_batch_keeps_the_order_and_stores_each_text_once_per_run_of_session_messages() {
+        let (update, other) = (Arc::<str>::from("update"), Arc::<str>::from("other"));
+        let mut batch = Batch::default();
+        for item in [to(1, &update), to(2, &update), to(3, &other), act(1), to(1, &other), act(2)] {
+            batch.add(item);
+        }
+        let (envelopes, waiters, sessions) = batch.finish();
+        assert!(waiters.is_empty());
+        assert_eq!(sessions, 4);
+        let frame = |session, text| SessionFrame { session, text, close: false, stale_route: None };
+        assert_eq!(
+            envelopes,
+            vec![
+                Envelope::Sessions {
+                    texts: vec!["update".into(), "other".into()],
+                    items: vec![frame(1, 0), frame(2, 0), frame(3, 1)],
+                },
+                act_envelope(1),
+                Envelope::Sessions { texts: vec!["other".into()], items: vec![frame(1, 0)] },
+                act_envelope(2),
+            ]
+        );
     }
 }

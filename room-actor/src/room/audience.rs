@@ -130,10 +130,21 @@ impl<G: Game> RoomActor<G> {
         let Phase::Playing(run) = &self.phase else { return };
         let events_json = serde_json::to_string(events).unwrap_or_else(|_| "[]".into());
         let mut by_viewer: HashMap<Option<PlayerId>, Arc<str>> = HashMap::new();
+        // Viewers shown the same update share one text (and a remote node gets it once).
+        let mut texts: Vec<Arc<str>> = Vec::new();
         for viewer in self.audience.subs.values().map(|s| s.viewer.clone()) {
             if let std::collections::hash_map::Entry::Vacant(slot) = by_viewer.entry(viewer) {
                 let view = self.view_json(&run.state, slot.key().as_ref(), now, false);
-                slot.insert(wire::update(&self.id, run.seq, &view, &events_json).into());
+                let text = wire::update(&self.id, run.seq, &view, &events_json);
+                let shared = match texts.iter().find(|t| t.as_ref() == text.as_str()) {
+                    Some(same) => same.clone(),
+                    None => {
+                        let fresh: Arc<str> = text.into();
+                        texts.push(fresh.clone());
+                        fresh
+                    }
+                };
+                slot.insert(shared);
             }
         }
         self.send_all(|sub| by_viewer.get(&sub.viewer).cloned().unwrap_or_else(|| Arc::from("")));

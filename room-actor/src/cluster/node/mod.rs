@@ -9,7 +9,7 @@ use crate::cluster::bus::{self, Publisher, Reply};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
-use crate::cluster::outbox::{NodeOutbox, RemoteSession};
+use crate::cluster::outbox::{Outboxes, RemoteSession};
 use crate::cluster::placement;
 use crate::cluster::quota::RoomQuota;
 use crate::directory::{RoomHandle, RoomInfo};
@@ -73,11 +73,11 @@ pub struct ClusterNode {
     pub store: RedisStore,
     pub leases: Leases,
     pub members: Membership,
-    pub publisher: Publisher,
+    /// Everything this node sends to other nodes (one outbox per destination).
+    pub outboxes: Outboxes,
     deps: RoomDeps,
     /// Rooms whose lease this node holds, with the token.
     held: Mutex<HashMap<String, String>>,
-    outboxes: Mutex<HashMap<String, Addr<NodeOutbox>>>,
     remotes: Mutex<HashMap<(String, u64), Addr<RemoteSession>>>,
     /// This node's own sockets, for messages arriving from rooms elsewhere (the node's
     /// one session registry: the gateway uses the same).
@@ -131,12 +131,11 @@ impl ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
             quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
-            publisher: Publisher::new(conn, &config.prefix),
+            outboxes: Outboxes::new(Publisher::new(conn, &config.prefix)),
             config,
             store,
             deps,
             held: Mutex::new(HashMap::new()),
-            outboxes: Mutex::new(HashMap::new()),
             remotes: Mutex::new(HashMap::new()),
             sessions: Arc::new(Sessions::new()),
             pending: Mutex::new(HashMap::new()),
@@ -320,7 +319,9 @@ impl ClusterNode {
         actix::spawn(async move {
             while let Some(delivered) = rx.recv().await {
                 // Each envelope in order: commands to one room keep their order.
-                node.on_envelope(delivered.envelope, delivered.lag).await;
+                for envelope in delivered.envelopes {
+                    node.on_envelope(envelope, delivered.lag).await;
+                }
             }
         });
 

@@ -6,7 +6,7 @@
 
 use super::{ClusterNode, Owner};
 use crate::cluster::bus::{Envelope, NodeCmd, Reply, RoomCmd};
-use crate::cluster::outbox::{NodeOutbox, RemoteSession};
+use crate::cluster::outbox::RemoteSession;
 use crate::error::StoreError;
 use crate::messages::{
     Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, SessionId, Start, Subscribe, TakeSeat,
@@ -39,14 +39,7 @@ impl ClusterNode {
                 return Some(addr.clone().recipient());
             }
         }
-        let outbox = {
-            let mut outboxes = self.outboxes.lock().ok()?;
-            outboxes
-                .entry(node.to_owned())
-                .or_insert_with(|| NodeOutbox::new(node, self.publisher.clone()).start())
-                .clone()
-        };
-        let addr = RemoteSession { session, outbox }.start();
+        let addr = RemoteSession { session, node: node.to_owned(), outboxes: self.outboxes.clone() }.start();
         remotes.insert((node.to_owned(), session), addr.clone());
         Some(addr.recipient())
     }
@@ -78,7 +71,7 @@ impl ClusterNode {
         if let Ok(mut pending) = self.pending.lock() {
             pending.insert(req, tx);
         }
-        let reply = match self.publisher.send(node, &make(req)).await {
+        let reply = match self.outboxes.send(node, make(req)).await {
             Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
             Err(_) => None,
         };
@@ -90,23 +83,30 @@ impl ClusterNode {
 
     /// Sends a command that needs no reply.
     pub async fn tell(&self, node: &str, room: &str, cmd: RoomCmd) -> Result<(), StoreError> {
-        self.publisher.send(node, &Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd }).await
+        self.outboxes.send(node, Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd }).await
     }
 
     async fn reply(&self, node: &str, req: u64, reply: Reply) {
-        if let Err(e) = self.publisher.send(node, &Envelope::Reply { req, reply }).await {
-            warn!(node, error = %e, "reply not delivered");
-        }
+        // Not awaited: a reply that cannot be delivered is logged by the outbox, and the
+        // asking node times out.
+        self.outboxes.post(node, Envelope::Reply { req, reply });
     }
 
     /// Handles what arrives on this node's channel (`lag`: since its sender published it).
     pub(super) async fn on_envelope(self: &Arc<Self>, envelope: Envelope, lag: Duration) {
         match envelope {
-            Envelope::Sessions { items } => self.sessions.deliver(items.into_iter().map(|i| {
-                let frame =
-                    ToClient { text: i.text.into(), close: i.close, stale_route: i.stale_route.map(Into::into) };
-                (i.session, frame)
-            })),
+            Envelope::Sessions { texts, items } => {
+                // One shared text per update, however many of this node's sessions see it.
+                let texts: Vec<Arc<str>> = texts.into_iter().map(Arc::from).collect();
+                let dropped = items.iter().filter(|i| i.text as usize >= texts.len()).count();
+                if dropped > 0 {
+                    warn!(dropped, "session messages naming a text the frame does not carry dropped");
+                }
+                self.sessions.deliver(items.into_iter().filter_map(|i| {
+                    let text = texts.get(i.text as usize)?.clone();
+                    Some((i.session, ToClient { text, close: i.close, stale_route: i.stale_route.map(Into::into) }))
+                }));
+            }
             Envelope::Reply { req, reply } => {
                 let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&req));
                 if let Some(tx) = waiting {
