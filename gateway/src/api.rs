@@ -4,13 +4,13 @@ use crate::auth::User;
 use crate::error::ApiError;
 use crate::limits::Kind;
 use crate::state::AppState;
-use actix_web::http::StatusCode;
+use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use engine::registry;
 use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
+use room_actor::lobby::{self, LobbyFilter};
 use room_actor::spawn::{create_room, initial_info, CreateError, NewRoom};
-use room_actor::RoomInfo;
 use room_actor::RoomStatus;
 use serde::Deserialize;
 use serde_json::json;
@@ -232,8 +232,12 @@ async fn create(
 struct ListQuery {
     game: Option<String>,
     status: Option<String>,
+    limit: Option<usize>,
+    cursor: Option<String>,
 }
 
+/// `GET /api/rooms`: one page of the lobby (`lobby.rs`), newest first; a `Link` header
+/// names the next page when more remain.
 async fn list(state: web::Data<AppState>, _user: User, q: web::Query<ListQuery>) -> Result<HttpResponse, ApiError> {
     let status = match q.status.as_deref() {
         None | Some("") => None,
@@ -242,20 +246,32 @@ async fn list(state: web::Data<AppState>, _user: User, q: web::Query<ListQuery>)
         Some("ended") => Some(RoomStatus::Ended),
         Some(_) => return Err(ApiError::bad_request("bad_query", "status는 waiting, playing, ended 중 하나예요")),
     };
-    let game = q.game.as_deref().filter(|g| !g.is_empty());
-    if state.cluster.is_some() {
-        let mut rooms: Vec<RoomInfo> = state
-            .store
-            .open_rooms()
-            .await
-            .map_err(|_| ApiError::unavailable())?
-            .into_iter()
-            .filter(|i| game.is_none_or(|g| i.game == g) && status.is_none_or(|s| i.status == s))
-            .collect();
-        rooms.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.room_id.cmp(&b.room_id)));
-        return Ok(HttpResponse::Ok().json(rooms));
+    let limit = match q.limit {
+        None => lobby::DEFAULT_PAGE,
+        Some(n) if (1..=lobby::MAX_PAGE).contains(&n) => n,
+        Some(_) => return Err(ApiError::bad_request("bad_query", "limit는 1에서 200 사이의 수예요")),
+    };
+    let cursor = q.cursor.as_deref().filter(|c| !c.is_empty());
+    if cursor.is_some_and(|c| !lobby::valid_cursor(c)) {
+        return Err(ApiError::bad_request("bad_query", "cursor가 올바르지 않아요: 이전 응답의 Link를 그대로 쓰세요"));
     }
-    Ok(HttpResponse::Ok().json(state.room_deps.directory.list(game, status)))
+    let game = q.game.as_deref().filter(|g| !g.is_empty());
+    let filter = LobbyFilter { game: game.map(str::to_owned), status };
+    let (rooms, next) = if let Some(cluster) = &state.cluster {
+        cluster.store.lobby_page(cursor, limit, &filter).await.map_err(|_| ApiError::unavailable())?
+    } else {
+        lobby::page_of(state.room_deps.directory.list(game, status), cursor, limit, &filter)
+    };
+    let mut response = HttpResponse::Ok();
+    if let Some(next) = next {
+        let mut query = vec![("limit", limit.to_string()), ("cursor", next)];
+        query.extend(game.map(|g| ("game", g.to_owned())));
+        query.extend(q.status.clone().filter(|s| !s.is_empty()).map(|s| ("status", s)));
+        if let Ok(query) = serde_urlencoded::to_string(&query) {
+            response.insert_header((header::LINK, format!("</api/rooms?{query}>; rel=\"next\"")));
+        }
+    }
+    Ok(response.json(rooms))
 }
 
 async fn get_room(state: web::Data<AppState>, _user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {

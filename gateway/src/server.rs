@@ -237,6 +237,12 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
     let redis = RedisStore::connect(&url, &settings.redis.prefix)
         .await
         .map_err(|e| StartError::Config(format!("cannot reach Redis at ROOMD__REDIS__URL: {e}")))?;
+    // Rooms an older roomd created join the lobby index (once per cluster).
+    match redis.index_lobby().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(rooms = n, "open rooms added to the lobby index"),
+        Err(e) => warn!(error = %e, "lobby index not built; rooms of an older roomd stay out of the lobby until it is"),
+    }
     let state = web::Data::new(AppState::build(settings, Some(redis))?);
     if let Some(cluster) = &state.cluster {
         cluster.run();

@@ -59,6 +59,17 @@ impl Keys {
     }
 
     /// Ids of rooms that have not finished.
+    /// One bucket of the lobby index (a sorted set of open rooms by lobby position, see
+    /// `lobby.rs`), in a hash slot of its own.
+    pub fn lobby(&self, bucket: u64) -> String {
+        format!("{}:{{lobby:{bucket}}}:rooms", self.prefix)
+    }
+
+    /// Set once every open room of an older roomd is in the lobby index.
+    pub fn lobby_indexed(&self) -> String {
+        format!("{}:lobby:indexed", self.prefix)
+    }
+
     pub fn open_rooms(&self) -> String {
         format!("{}:rooms:open", self.prefix)
     }

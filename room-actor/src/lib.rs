@@ -32,6 +32,7 @@ pub mod error;
 pub mod file_store;
 pub mod info;
 pub mod keys;
+pub mod lobby;
 pub mod log;
 pub mod messages;
 pub mod metrics;

@@ -13,6 +13,7 @@
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
 use crate::keys::{room_of, Keys};
+use crate::lobby::{self, LobbyFilter};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;
@@ -52,6 +53,10 @@ pub fn client(url: &str) -> redis::RedisResult<redis::Client> {
     redis::Client::open(url)
 }
 
+/// Index reads one lobby call may make before it answers a short page (a filter that
+/// admits few rooms).
+pub const LOBBY_ROUNDS: usize = 4;
+
 impl RedisStore {
     /// Connects (with the manager's reconnect/backoff) and uses keys under `prefix`.
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisStore, StoreError> {
@@ -72,6 +77,106 @@ impl RedisStore {
     /// The connection, shared with the cluster's membership and leases.
     pub fn connection(&self) -> ConnectionManager {
         self.conn.clone()
+    }
+
+    /// One lobby page after `cursor` (see `lobby.rs`): up to `limit` open rooms `filter`
+    /// admits, newest first, and the next page's cursor when more may remain. Reads
+    /// `limit` index entries per bucket (one pipeline) and the rooms among the first
+    /// `limit` of them (one more), at most [`LOBBY_ROUNDS`] times when the filter leaves a
+    /// page short; then the page is answered short, with a cursor to go on from. Index
+    /// entries whose room ended or expired are removed on the way.
+    pub async fn lobby_page(
+        &self,
+        cursor: Option<&str>,
+        limit: usize,
+        filter: &LobbyFilter,
+    ) -> Result<(Vec<RoomInfo>, Option<String>), StoreError> {
+        let limit = limit.clamp(1, lobby::MAX_PAGE);
+        let mut conn = self.conn.clone();
+        let mut after = cursor.map(str::to_owned);
+        let mut page = Vec::new();
+        for _ in 0..LOBBY_ROUNDS {
+            let from = after.as_ref().map_or_else(|| "-".to_owned(), |c| format!("({c}"));
+            let mut pipe = redis::pipe();
+            for b in 0..lobby::BUCKETS {
+                pipe.cmd("ZRANGE")
+                    .arg(self.keys.lobby(b))
+                    .arg(&from)
+                    .arg("+")
+                    .arg("BYLEX")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit);
+            }
+            let buckets: Vec<Vec<String>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+            let full_bucket = buckets.iter().any(|b| b.len() >= limit);
+            let mut next: Vec<String> = buckets.into_iter().flatten().collect();
+            next.sort();
+            let truncated = next.len() > limit;
+            next.truncate(limit);
+            let mut pipe = redis::pipe();
+            for position in &next {
+                pipe.get(self.keys.meta(lobby::room_of_position(position).unwrap_or_default()));
+            }
+            let metas: Vec<Option<String>> =
+                if next.is_empty() { Vec::new() } else { pipe.query_async(&mut conn).await.map_err(unavailable)? };
+            let mut stale = redis::pipe();
+            for (i, (position, meta)) in next.iter().zip(metas).enumerate() {
+                let info = meta.and_then(|j| serde_json::from_str::<RoomInfo>(&j).ok());
+                match info {
+                    Some(info) if info.status != RoomStatus::Ended => {
+                        if filter.admits(&info) {
+                            page.push(info);
+                        }
+                    }
+                    _ => {
+                        let room = lobby::room_of_position(position).unwrap_or_default();
+                        stale.zrem(self.keys.lobby(lobby::bucket(room)), position).ignore();
+                    }
+                }
+                if page.len() == limit {
+                    // Full: more remain if this was not the last entry there is.
+                    let more = i + 1 < next.len() || truncated || full_bucket;
+                    let _ = stale.query_async::<()>(&mut conn).await;
+                    return Ok((page, more.then(|| position.clone())));
+                }
+            }
+            let _ = stale.query_async::<()>(&mut conn).await;
+            if !(truncated || full_bucket) {
+                return Ok((page, None));
+            }
+            after = next.last().cloned();
+        }
+        Ok((page, after))
+    }
+
+    /// Puts every open room into the lobby index once (rooms an older roomd created are
+    /// only in the set of open rooms); later changes keep it up to date (`put_room`).
+    pub async fn index_lobby(&self) -> Result<usize, StoreError> {
+        let mut conn = self.conn.clone();
+        let done: Option<String> = conn.get(self.keys.lobby_indexed()).await.map_err(unavailable)?;
+        if done.is_some() {
+            return Ok(0);
+        }
+        let ids: Vec<String> = conn.smembers(self.keys.open_rooms()).await.map_err(unavailable)?;
+        let mut indexed = 0;
+        for chunk in ids.chunks(500) {
+            let mut pipe = redis::pipe();
+            for id in chunk {
+                pipe.get(self.keys.meta(id));
+            }
+            let metas: Vec<Option<String>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+            let mut pipe = redis::pipe();
+            for info in metas.into_iter().flatten().filter_map(|j| serde_json::from_str::<RoomInfo>(&j).ok()) {
+                if info.status != RoomStatus::Ended {
+                    pipe.zadd(self.keys.lobby(lobby::bucket(&info.room_id)), lobby::position(&info), 0).ignore();
+                    indexed += 1;
+                }
+            }
+            pipe.query_async::<()>(&mut conn).await.map_err(unavailable)?;
+        }
+        conn.set::<_, _, ()>(self.keys.lobby_indexed(), "1").await.map_err(unavailable)?;
+        Ok(indexed)
     }
 
     /// `PING`: is the store reachable (readiness)?
@@ -169,6 +274,7 @@ impl RoomStore for RedisStore {
         let json = serde_json::to_string(info);
         let room_id = info.room_id.clone();
         let ended = info.status == RoomStatus::Ended;
+        let (position, lobby) = (lobby::position(info), this.keys.lobby(lobby::bucket(&info.room_id)));
         Box::pin(async move {
             let json = json.map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let mut conn = this.conn.clone();
@@ -176,9 +282,11 @@ impl RoomStore for RedisStore {
             pipe.set(this.keys.meta(&room_id), json).ignore();
             if ended {
                 pipe.srem(this.keys.open_rooms(), &room_id).ignore();
+                pipe.zrem(&lobby, &position).ignore();
                 pipe.expire(this.keys.meta(&room_id), RETENTION.as_secs() as i64).ignore();
             } else {
                 pipe.sadd(this.keys.open_rooms(), &room_id).ignore();
+                pipe.zadd(&lobby, &position, 0).ignore();
             }
             pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
         })
