@@ -11,3 +11,4 @@ pub mod ops;
 pub mod outbox;
 pub mod placement;
 pub mod quota;
+pub mod simulation;
