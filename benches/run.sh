@@ -17,6 +17,7 @@
 # RSS columns are the sum of the three processes; loadgen reads Redis's INFO commandstats
 # and INFO cpu as the window opens and closes (--redis-stats), and the results name
 # Redis's commands and CPU per acknowledged action (the cluster's command budget).
+# roomd-cluster-halli-galli is the Halli Galli load on the same two nodes and Redis.
 #
 # The server (roomd or limit_server) is pinned to core 0 and loadgen to core 1 with
 # taskset. Every scenario starts a fresh server. Server CPU seconds (utime+stime) come
@@ -154,7 +155,7 @@ scenario() {
   cleanup; SERVER_PID=""
 }
 
-SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-tally-file roomd-cluster-tally roomd-halli-galli}
+SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-tally-file roomd-cluster-tally roomd-halli-galli roomd-cluster-halli-galli}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 if want limit-tally; then
 start_limit
@@ -176,6 +177,11 @@ fi
 if want roomd-halli-galli; then
 start_roomd
 scenario roomd-halli-galli --url "http://127.0.0.1:$PORT" --game halli-galli --rooms "$HG_ROOMS" --reaction-ms "$HG_REACTION_MS" --concurrency 64
+fi
+if want roomd-cluster-halli-galli; then
+start_cluster
+scenario roomd-cluster-halli-galli --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game halli-galli --rooms "$HG_ROOMS" \
+  --reaction-ms "$HG_REACTION_MS" --concurrency 64 --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
 fi
 if want roomd-cockroach-poker; then
 start_roomd
