@@ -120,34 +120,48 @@ impl RedisStore {
             }
             let metas: Vec<Option<String>> =
                 if next.is_empty() { Vec::new() } else { pipe.query_async(&mut conn).await.map_err(unavailable)? };
-            let mut stale = redis::pipe();
+            let (mut stale, mut filled) = (Vec::new(), None);
             for (i, (position, meta)) in next.iter().zip(metas).enumerate() {
-                let info = meta.and_then(|j| serde_json::from_str::<RoomInfo>(&j).ok());
-                match info {
+                match meta.and_then(|j| serde_json::from_str::<RoomInfo>(&j).ok()) {
                     Some(info) if info.status != RoomStatus::Ended => {
                         if filter.admits(&info) {
                             page.push(info);
                         }
                     }
-                    _ => {
-                        let room = lobby::room_of_position(position).unwrap_or_default();
-                        stale.zrem(self.keys.lobby(lobby::bucket(room)), position).ignore();
-                    }
+                    _ => stale.push(position),
                 }
                 if page.len() == limit {
-                    // Full: more remain if this was not the last entry there is.
-                    let more = i + 1 < next.len() || truncated || full_bucket;
-                    let _ = stale.query_async::<()>(&mut conn).await;
-                    return Ok((page, more.then(|| position.clone())));
+                    filled = Some(i);
+                    break;
                 }
             }
-            let _ = stale.query_async::<()>(&mut conn).await;
+            self.unindex(&stale).await;
+            if let Some(i) = filled {
+                // Full: more remain if this was not the last entry there is.
+                let more = i + 1 < next.len() || truncated || full_bucket;
+                return Ok((page, more.then(|| next[i].clone())));
+            }
             if !(truncated || full_bucket) {
                 return Ok((page, None));
             }
             after = next.last().cloned();
         }
         Ok((page, after))
+    }
+
+    /// Drops lobby index entries whose room ended or expired (best effort: a later page
+    /// finds them again).
+    async fn unindex(&self, positions: &[&String]) {
+        if positions.is_empty() {
+            return;
+        }
+        let mut pipe = redis::pipe();
+        for position in positions {
+            let room = lobby::room_of_position(position).unwrap_or_default();
+            pipe.zrem(self.keys.lobby(lobby::bucket(room)), position.as_str()).ignore();
+        }
+        let mut conn = self.conn.clone();
+        let _ = pipe.query_async::<()>(&mut conn).await;
     }
 
     /// Puts every open room into the lobby index once (rooms an older roomd created are

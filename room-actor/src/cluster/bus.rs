@@ -151,9 +151,9 @@ impl Publisher {
         Publisher { conn, prefix: prefix.to_owned() }
     }
 
-    /// Publishes `envelopes` to `node`'s channel as one frame; `Unavailable` when Redis
-    /// fails or when nobody listens there (the node is gone).
-    pub async fn send(&self, node: &str, envelopes: &[Envelope]) -> Result<(), StoreError> {
+    /// Publishes `envelopes` to `node`'s channel as one frame: whether anyone heard it
+    /// (`false`: nobody listens there, the node is gone); `Unavailable` when Redis fails.
+    pub async fn send(&self, node: &str, envelopes: &[Envelope]) -> Result<bool, StoreError> {
         let bytes = encode_frame(envelopes, SystemTime::now())?;
         let mut conn = self.conn.clone();
         let receivers = redis::cmd("PUBLISH")
@@ -162,10 +162,7 @@ impl Publisher {
             .query_async::<i64>(&mut conn)
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        if receivers == 0 {
-            return Err(StoreError::Unavailable(format!("no node listens on {node}'s channel")));
-        }
-        Ok(())
+        Ok(receivers > 0)
     }
 }
 

@@ -103,11 +103,14 @@ async fn drain(
             }
         }
         let (envelopes, waiters, sessions) = batch.finish();
-        let result = publisher.send(&node, &envelopes).await;
+        let (result, gone) = match publisher.send(&node, &envelopes).await {
+            Ok(true) => (Ok(()), false),
+            Ok(false) => (Err(StoreError::Unavailable(format!("no node listens on {node}'s channel"))), true),
+            Err(e) => (Err(e), false),
+        };
         if let Err(e) = &result {
             warn!(node = %node, error = %e, envelopes = envelopes.len(), sessions, "bus frame not delivered");
         }
-        let gone = matches!(&result, Err(StoreError::Unavailable(m)) if m.starts_with("no node listens"));
         for done in waiters {
             let _ = done.send(result.clone());
         }

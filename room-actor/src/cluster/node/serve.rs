@@ -86,7 +86,7 @@ impl ClusterNode {
         self.outboxes.send(node, Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd }).await
     }
 
-    async fn reply(&self, node: &str, req: u64, reply: Reply) {
+    fn reply(&self, node: &str, req: u64, reply: Reply) {
         // Not awaited: a reply that cannot be delivered is logged by the outbox, and the
         // asking node times out.
         self.outboxes.post(node, Envelope::Reply { req, reply });
@@ -117,7 +117,7 @@ impl ClusterNode {
             Envelope::Node { from, cmd: NodeCmd::Drain { req, by } } => {
                 info!(node = self.id(), from = %from, by = %by, "drain requested by an operator");
                 self.drain_request.notify_one();
-                self.reply(&from, req, Reply::Accepted).await;
+                self.reply(&from, req, Reply::Accepted);
             }
         }
     }
@@ -138,7 +138,7 @@ impl ClusterNode {
                 | RoomCmd::Close { req, .. }
                 | RoomCmd::Kick { req, .. }
                 | RoomCmd::Inspect { req } => {
-                    self.reply(from, req, Reply::NotHere).await;
+                    self.reply(from, req, Reply::NotHere);
                 }
                 RoomCmd::Act { session, cs, .. } => {
                     if let Some(out) = self.remote_out(from, session) {
@@ -192,21 +192,21 @@ impl ClusterNode {
                     Ok(info) => Reply::Info(json(&info)),
                     Err(_) => Reply::NotHere,
                 };
-                self.reply(from, req, reply).await;
+                self.reply(from, req, reply);
             }
             RoomCmd::TakeSeat { req, user, name, bot } => {
                 let reply = match handle.take_seat.send(TakeSeat { user: PlayerId::from(user), name, bot }).await {
                     Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
-                self.reply(from, req, reply).await;
+                self.reply(from, req, reply);
             }
             RoomCmd::LeaveSeat { req, user } => {
                 let reply = match handle.leave_seat.send(LeaveSeat { user: PlayerId::from(user) }).await {
                     Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
-                self.reply(from, req, reply).await;
+                self.reply(from, req, reply);
             }
             RoomCmd::RemoveSeat { req, by, user } => {
                 let msg = RemoveSeat { by: PlayerId::from(by), user: PlayerId::from(user) };
@@ -214,35 +214,35 @@ impl ClusterNode {
                     Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
-                self.reply(from, req, reply).await;
+                self.reply(from, req, reply);
             }
             RoomCmd::Start { req, user } => {
                 let reply = match handle.start.send(Start { user: PlayerId::from(user) }).await {
                     Ok(r) => Reply::Start(r),
                     Err(_) => Reply::NotHere,
                 };
-                self.reply(from, req, reply).await;
+                self.reply(from, req, reply);
             }
             RoomCmd::Close { req, reason } => {
                 let reply = match handle.close.send(Close { reason }).await {
                     Ok(r) => Reply::Admin(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
-                self.reply(from, req, reply).await;
+                self.reply(from, req, reply);
             }
             RoomCmd::Kick { req, user, reason } => {
                 let reply = match handle.kick.send(Kick { user: PlayerId::from(user), reason }).await {
                     Ok(r) => Reply::Admin(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
-                self.reply(from, req, reply).await;
+                self.reply(from, req, reply);
             }
             RoomCmd::Inspect { req } => {
                 let reply = match handle.inspect.send(Inspect).await {
                     Ok(view) => Reply::Admin(Ok(json(&view))),
                     Err(_) => Reply::NotHere,
                 };
-                self.reply(from, req, reply).await;
+                self.reply(from, req, reply);
             }
         }
     }
