@@ -2,6 +2,7 @@
 //! environment `ROOMD__SECTION__KEY`. The names are part of `PROTOCOL.md`'s contract.
 
 use config::{Config, Environment, File};
+use room_actor::redis_conn::RedisTarget;
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -60,11 +61,37 @@ pub struct Node {
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct Redis {
-    /// Unset = embedded single-node mode (in-memory store and bus).
+    /// One Redis. Unset (and no `cluster_urls`) = embedded single-node mode.
     pub url: Option<String>,
+    /// Comma-separated seed URLs of a Redis Cluster, instead of `url` (never both).
+    pub cluster_urls: Option<String>,
     /// Prefix of every key and bus channel: the nodes of one cluster share it.
     #[serde(default = "default_prefix")]
     pub prefix: String,
+    /// Replicas that must hold a log entry before it is acknowledged (`WAIT`); 0 = off.
+    #[serde(default)]
+    pub ack_replicas: u32,
+    /// The longest an append waits for those replicas before the room answers
+    /// `room_unavailable` and tries again.
+    #[serde(default = "default_ack_timeout_ms")]
+    pub ack_timeout_ms: u64,
+}
+
+fn default_ack_timeout_ms() -> u64 {
+    1000
+}
+
+impl Redis {
+    /// Where the node's Redis is (`None`: the embedded node), or why the settings name
+    /// none coherently.
+    pub fn target(&self) -> Result<Option<RedisTarget>, String> {
+        RedisTarget::from_settings(self.url.as_deref(), self.cluster_urls.as_deref())
+    }
+
+    /// Whether the node runs in cluster mode (a Redis or a Redis Cluster is set).
+    pub fn is_set(&self) -> bool {
+        self.target().map_or(true, |t| t.is_some())
+    }
 }
 
 fn default_prefix() -> String {
@@ -73,7 +100,13 @@ fn default_prefix() -> String {
 
 impl Default for Redis {
     fn default() -> Redis {
-        Redis { url: None, prefix: default_prefix() }
+        Redis {
+            url: None,
+            cluster_urls: None,
+            prefix: default_prefix(),
+            ack_replicas: 0,
+            ack_timeout_ms: default_ack_timeout_ms(),
+        }
     }
 }
 

@@ -21,7 +21,7 @@ async fn main() -> anyhow::Result<()> {
     let settings = Settings::load(config_arg().as_deref()).context("reading settings")?;
     let logs = gateway::telemetry::init(&settings.log);
     let running = gateway::server::start_node(settings).await.context("starting roomd")?;
-    let mode = if running.state.settings.redis.url.is_some() { "cluster" } else { "embedded single node" };
+    let mode = if running.state.settings.redis.is_set() { "cluster" } else { "embedded single node" };
     tracing::info!(addr = %running.addr, node = %running.state.node_id, mode, "roomd listening");
     {
         // The one line scripts read to learn the address. Written without `println!`,

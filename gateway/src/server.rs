@@ -60,9 +60,11 @@ fn token_secret(settings: &Settings) -> Result<String, StartError> {
         }
         return Ok(secret.to_owned());
     }
-    if settings.redis.url.is_some() {
+    if settings.redis.is_set() {
         return Err(StartError::Config(
-            "cluster mode (ROOMD__REDIS__URL set) needs ROOMD__AUTH__SECRET, the same on every node".into(),
+            "cluster mode (ROOMD__REDIS__URL or ROOMD__REDIS__CLUSTER_URLS set) needs ROOMD__AUTH__SECRET, the \
+             same on every node"
+                .into(),
         ));
     }
     let dir = std::path::Path::new(&settings.store.path);
@@ -99,8 +101,10 @@ const REPLAY_BUILDS_AT_ONCE: usize = 2;
 impl AppState {
     /// The state of an embedded node (file or in-memory store, no cluster).
     pub fn new(settings: Settings) -> Result<AppState, StartError> {
-        if settings.redis.url.is_some() {
-            return Err(StartError::Config("ROOMD__REDIS__URL is set: start the node with `start_node`".into()));
+        if settings.redis.is_set() {
+            return Err(StartError::Config(
+                "ROOMD__REDIS__URL or ROOMD__REDIS__CLUSTER_URLS is set: start the node with `start_node`".into(),
+            ));
         }
         AppState::build(settings, None)
     }
@@ -148,11 +152,11 @@ impl AppState {
         };
         let failover = FailoverMetrics::new()?;
         failover.register(&registry)?;
-        let cluster = match (redis, &settings.redis.url) {
-            (Some(redis), Some(url)) => Some(ClusterNode::new(
+        let cluster = match (redis, settings.redis.target().ok().flatten()) {
+            (Some(redis), Some(target)) => Some(ClusterNode::new(
                 ClusterConfig {
                     node_id: node_id.clone(),
-                    redis_url: url.clone(),
+                    redis: target,
                     prefix: settings.redis.prefix.clone(),
                     lease_ms: settings.cluster.lease_ms,
                     heartbeat_ms: settings.cluster.heartbeat_ms,
@@ -220,11 +224,18 @@ pub fn start(settings: Settings) -> Result<Running, StartError> {
     serve(state)
 }
 
-/// Starts a node in either mode: with `ROOMD__REDIS__URL` it connects to Redis and joins
+/// Starts a node in either mode: with `ROOMD__REDIS__URL` (or `ROOMD__REDIS__CLUSTER_URLS`) it connects to Redis and joins
 /// the cluster, else it is an embedded node, which first resumes every open room of its
 /// store.
 pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
-    let Some(url) = settings.redis.url.clone() else {
+    let Some(target) = settings.redis.target().map_err(StartError::Config)? else {
+        if settings.redis.ack_replicas > 0 {
+            return Err(StartError::Config(
+                "ROOMD__REDIS__ACK_REPLICAS is set but neither ROOMD__REDIS__URL nor ROOMD__REDIS__CLUSTER_URLS is: \
+                 replicated acknowledgements need a Redis"
+                    .into(),
+            ));
+        }
         let state = web::Data::new(AppState::new(settings)?);
         if state.file_store.is_some() {
             let resumed = room_actor::resume::resume_open_rooms(&state.room_deps).await.map_err(StartError::Resume)?;
@@ -234,9 +245,12 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
         }
         return serve(state);
     };
-    let redis = RedisStore::connect(&url, &settings.redis.prefix)
+    let redis = RedisStore::connect_to(&target, &settings.redis.prefix)
         .await
-        .map_err(|e| StartError::Config(format!("cannot reach Redis at ROOMD__REDIS__URL: {e}")))?;
+        .map_err(|e| StartError::Config(format!("cannot reach Redis at {}: {e}", target.setting())))?
+        .with_acks(&target, settings.redis.ack_replicas, settings.redis.ack_timeout_ms)
+        .await
+        .map_err(|e| StartError::Config(format!("cannot reach Redis at {}: {e}", target.setting())))?;
     // Rooms an older roomd created join the lobby index (once per cluster).
     match redis.index_lobby().await {
         Ok(0) => {}

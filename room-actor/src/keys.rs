@@ -16,12 +16,22 @@ pub fn room_of(game_pk: &str) -> Option<&str> {
 #[derive(Clone, Debug)]
 pub struct Keys {
     prefix: String,
+    /// Where the membership keys are: `<prefix>:nodes…` on one Redis (the layout older
+    /// nodes share), `<prefix>:{nodes}…` on a Redis Cluster, one slot, so that a
+    /// heartbeat or `lua/forget.lua` can touch them together.
+    nodes: String,
 }
 
 impl Keys {
     /// `prefix` separates deployments (and test runs) sharing one Redis.
     pub fn new(prefix: &str) -> Keys {
-        Keys { prefix: prefix.to_owned() }
+        Keys { prefix: prefix.to_owned(), nodes: format!("{prefix}:nodes") }
+    }
+
+    /// The layout on a Redis Cluster: the same keys, but the membership ones share a hash
+    /// tag. (A room's keys already share its tag; every other key is used alone.)
+    pub fn clustered(prefix: &str) -> Keys {
+        Keys { prefix: prefix.to_owned(), nodes: format!("{prefix}:{{nodes}}") }
     }
 
     fn room(&self, room_id: &str) -> String {
@@ -81,17 +91,17 @@ impl Keys {
 
     /// Live nodes, scored by heartbeat expiry (epoch ms).
     pub fn nodes(&self) -> String {
-        format!("{}:nodes", self.prefix)
+        self.nodes.clone()
     }
 
     /// Draining flags by node id.
     pub fn draining(&self) -> String {
-        format!("{}:nodes:draining", self.prefix)
+        format!("{}:draining", self.nodes)
     }
 
     /// What each node last reported for operators (address, rooms, sockets), by node id.
     pub fn node_stats(&self) -> String {
-        format!("{}:nodes:stats", self.prefix)
+        format!("{}:stats", self.nodes)
     }
 
     /// A user's finished games, scored by end time.
@@ -115,5 +125,19 @@ mod tests {
         assert_eq!(room_of("no-dot"), None);
         assert_eq!(room_of(".x"), None);
         assert_eq!(room_of("a{b}.x"), None);
+    }
+
+    #[test]
+    fn on_a_cluster_the_membership_keys_share_one_slot_and_keep_their_names_elsewhere() {
+        let single = Keys::new("roomd");
+        assert_eq!(
+            [single.nodes(), single.draining(), single.node_stats()],
+            ["roomd:nodes", "roomd:nodes:draining", "roomd:nodes:stats"]
+        );
+        let cluster = Keys::clustered("roomd");
+        for key in [cluster.nodes(), cluster.draining(), cluster.node_stats()] {
+            assert!(key.starts_with("roomd:{nodes}"), "{key}");
+        }
+        assert_eq!(cluster.lease("r_1"), single.lease("r_1"));
     }
 }

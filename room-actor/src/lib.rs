@@ -37,6 +37,7 @@ pub mod log;
 pub mod messages;
 pub mod metrics;
 pub mod rebuild;
+pub mod redis_conn;
 pub mod redis_store;
 pub mod replay;
 pub mod resume;

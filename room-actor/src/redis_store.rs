@@ -3,8 +3,8 @@
 //! Appends go through one Lua script (`lua/append.lua`) that checks the room's lease
 //! token and the sequence number before `XADD`. Finished games expire after 90 days.
 //!
-//! The connection is a `ConnectionManager`, which reconnects with backoff after Redis
-//! restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
+//! The connection (`redis_conn.rs`: one Redis or a Redis Cluster) reconnects with
+//! backoff after Redis restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
 //! room refuses inputs (nothing is acknowledged that is not stored). An append that timed
 //! out or lost its connection after it was sent fails with `StoreError::Unknown`: Redis
 //! may have stored it, and the room resolves it by retrying the same entry and reading
@@ -15,11 +15,11 @@ use crate::info::{RoomInfo, RoomStatus};
 use crate::keys::{room_of, Keys};
 use crate::lobby::{self, LobbyFilter};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
+use crate::redis_conn::{RedisConn, RedisTarget};
 use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;
-use redis::aio::ConnectionManager;
 use redis::streams::StreamRangeReply;
-use redis::{AsyncCommands, RedisError, Script};
+use redis::{AsyncCommands, Cmd, RedisError, Script};
 use std::time::Duration;
 
 /// How long a finished game's log and record are kept.
@@ -27,9 +27,62 @@ pub const RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
 
 #[derive(Clone)]
 pub struct RedisStore {
-    conn: ConnectionManager,
+    conn: RedisConn,
     keys: Keys,
     append: Script,
+    /// Replicated acknowledgements (`ROOMD__REDIS__ACK_REPLICAS` > 0).
+    acks: Option<Acks>,
+}
+
+/// How many replicas must hold a write before it counts (`WAIT`), and the connections
+/// that wait. `WAIT` blocks the connection it is sent on, so the writes that wait for
+/// replicas (a game's start and its log appends) go through connections of their own,
+/// never the shared one that carries leases and heartbeats; a room always uses the same
+/// one, so its writes stay in order.
+#[derive(Clone)]
+struct Acks {
+    replicas: u32,
+    timeout_ms: u64,
+    conns: std::sync::Arc<[RedisConn]>,
+    touch: Script,
+}
+
+/// Connections for writes that wait for replicas.
+const ACK_CONNECTIONS: usize = 4;
+
+impl Acks {
+    fn conn(&self, room: &str) -> RedisConn {
+        let i = room.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
+        self.conns[i % self.conns.len()].clone()
+    }
+
+    fn wait(&self) -> Cmd {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(self.replicas).arg(self.timeout_ms);
+        wait
+    }
+
+    /// Why `got` replicas are not enough.
+    fn short(&self, what: &str, got: i64) -> String {
+        format!(
+            "{what} reached {got} of the {} replicas ROOMD__REDIS__ACK_REPLICAS asks for within {} ms",
+            self.replicas, self.timeout_ms
+        )
+    }
+}
+
+const APPEND_LUA: &str = include_str!("lua/append.lua");
+const TOUCH_LUA: &str = include_str!("lua/touch.lua");
+
+/// `EVALSHA` of `script` as one pipeline command (a pipeline cannot load a script: on
+/// `NOSCRIPT` nothing ran, and the caller loads it and sends the pipeline again).
+fn evalsha(script: &Script, keys: &[String], args: &[&[u8]]) -> Cmd {
+    let mut cmd = redis::cmd("EVALSHA");
+    cmd.arg(script.get_hash()).arg(keys.len()).arg(keys);
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    cmd
 }
 
 fn unavailable(e: RedisError) -> StoreError {
@@ -40,34 +93,81 @@ fn room(game_pk: &str) -> Result<&str, StoreError> {
     room_of(game_pk).ok_or_else(|| StoreError::Corrupt(format!("game pk {game_pk} names no room")))
 }
 
-/// A Redis client for `url`: `redis://` or `rediss://` (TLS through rustls). A TLS
-/// server's certificate is checked against the system's roots, or those of the PEM file
-/// named by `SSL_CERT_FILE` (a private CA: see the README); `rediss://…/#insecure`
-/// skips the check (tests only).
-pub fn client(url: &str) -> redis::RedisResult<redis::Client> {
-    if url.starts_with("rediss://") {
-        // rustls needs one process-wide crypto provider; a second install is refused
-        // harmlessly.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-    }
-    redis::Client::open(url)
-}
-
 /// Index reads one lobby call may make before it answers a short page (a filter that
 /// admits few rooms).
 pub const LOBBY_ROUNDS: usize = 4;
 
 impl RedisStore {
-    /// Connects (with the manager's reconnect/backoff) and uses keys under `prefix`.
+    /// Connects to one Redis at `url` (`redis://` or `rediss://`, TLS through rustls: a
+    /// server's certificate is checked against the system's roots, or those of the PEM
+    /// file named by `SSL_CERT_FILE`, a private CA: see the README; `rediss://…/#insecure`
+    /// skips the check, tests only) and uses keys under `prefix`.
     pub async fn connect(url: &str, prefix: &str) -> Result<RedisStore, StoreError> {
-        let client = client(url).map_err(unavailable)?;
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Duration::from_secs(2))
-            .set_response_timeout(Duration::from_secs(2))
-            .set_number_of_retries(3)
-            .set_max_delay(500);
-        let conn = ConnectionManager::new_with_config(client, config).await.map_err(unavailable)?;
-        Ok(RedisStore { conn, keys: Keys::new(prefix), append: Script::new(include_str!("lua/append.lua")) })
+        RedisStore::connect_to(&RedisTarget::Single(url.to_owned()), prefix).await
+    }
+
+    /// Connects to one Redis or a Redis Cluster (with reconnects and backoff) and uses
+    /// keys under `prefix`.
+    pub async fn connect_to(target: &RedisTarget, prefix: &str) -> Result<RedisStore, StoreError> {
+        let conn = target.connect().await?;
+        let keys = if target.is_cluster() { Keys::clustered(prefix) } else { Keys::new(prefix) };
+        Ok(RedisStore { conn, keys, append: Script::new(APPEND_LUA), acks: None })
+    }
+
+    /// From now on a game's start and every log append count only once `replicas`
+    /// replicas hold them (`WAIT replicas timeout_ms`); `0` turns that off. A write the
+    /// replicas did not confirm in time is reported as [`StoreError::Unknown`] (it is on
+    /// the master, and may vanish in a failover), so the room answers `room_unavailable`
+    /// and tries again until they do; reading a log back (`entry`, `load`) confirms what
+    /// it read the same way before it answers, so nothing a room shows was unreplicated.
+    pub async fn with_acks(
+        mut self,
+        target: &RedisTarget,
+        replicas: u32,
+        timeout_ms: u64,
+    ) -> Result<RedisStore, StoreError> {
+        if replicas == 0 {
+            self.acks = None;
+            return Ok(self);
+        }
+        let mut conns = Vec::with_capacity(ACK_CONNECTIONS);
+        for _ in 0..ACK_CONNECTIONS {
+            conns.push(target.connect().await?);
+        }
+        self.acks =
+            Some(Acks { replicas, timeout_ms: timeout_ms.max(1), conns: conns.into(), touch: Script::new(TOUCH_LUA) });
+        Ok(self)
+    }
+
+    /// Runs `pipe` (its first command a script's `EVALSHA`) on `conn`, loading the script
+    /// first if the server does not know it (then nothing in the pipeline ran).
+    async fn with_script<T: redis::FromRedisValue>(
+        conn: &RedisConn,
+        code: &str,
+        pipe: &redis::Pipeline,
+    ) -> redis::RedisResult<T> {
+        let mut conn = conn.clone();
+        match pipe.query_async(&mut conn).await {
+            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                // `SCRIPT LOAD` goes to every master of a cluster.
+                let _: String = redis::cmd("SCRIPT").arg("LOAD").arg(code).query_async(&mut conn).await?;
+                pipe.query_async(&mut conn).await
+            }
+            other => other,
+        }
+    }
+
+    /// Confirms that `replicas` replicas hold everything the room's master held before
+    /// this call (a replicated no-op write on the room's slot, then `WAIT`).
+    async fn confirm(&self, acks: &Acks, room: &str, game_pk: &str) -> Result<(), StoreError> {
+        let seq = self.keys.seq(room, game_pk);
+        let mut pipe = redis::pipe();
+        pipe.add_command(evalsha(&acks.touch, std::slice::from_ref(&seq), &[])).ignore().add_command(acks.wait());
+        let (got,): (i64,) = RedisStore::with_script(&acks.conn(room), TOUCH_LUA, &pipe).await.map_err(unavailable)?;
+        if got < i64::from(acks.replicas) {
+            return Err(StoreError::Unavailable(acks.short("the log read back", got)));
+        }
+        Ok(())
     }
 
     pub fn keys(&self) -> &Keys {
@@ -75,7 +175,7 @@ impl RedisStore {
     }
 
     /// The connection, shared with the cluster's membership and leases.
-    pub fn connection(&self) -> ConnectionManager {
+    pub fn connection(&self) -> RedisConn {
         self.conn.clone()
     }
 
@@ -92,34 +192,28 @@ impl RedisStore {
         filter: &LobbyFilter,
     ) -> Result<(Vec<RoomInfo>, Option<String>), StoreError> {
         let limit = limit.clamp(1, lobby::MAX_PAGE);
-        let mut conn = self.conn.clone();
         let mut after = cursor.map(str::to_owned);
         let mut page = Vec::new();
         for _ in 0..LOBBY_ROUNDS {
             let from = after.as_ref().map_or_else(|| "-".to_owned(), |c| format!("({c}"));
-            let mut pipe = redis::pipe();
-            for b in 0..lobby::BUCKETS {
-                pipe.cmd("ZRANGE")
-                    .arg(self.keys.lobby(b))
-                    .arg(&from)
-                    .arg("+")
-                    .arg("BYLEX")
-                    .arg("LIMIT")
-                    .arg(0)
-                    .arg(limit);
-            }
-            let buckets: Vec<Vec<String>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+            let ranges: Vec<Cmd> = (0..lobby::BUCKETS)
+                .map(|b| {
+                    let mut range = redis::cmd("ZRANGE");
+                    range.arg(self.keys.lobby(b)).arg(&from).arg("+").arg("BYLEX").arg("LIMIT").arg(0).arg(limit);
+                    range
+                })
+                .collect();
+            let buckets: Vec<Vec<String>> = self.conn.each(&ranges).await.map_err(unavailable)?;
             let full_bucket = buckets.iter().any(|b| b.len() >= limit);
             let mut next: Vec<String> = buckets.into_iter().flatten().collect();
             next.sort();
             let truncated = next.len() > limit;
             next.truncate(limit);
-            let mut pipe = redis::pipe();
-            for position in &next {
-                pipe.get(self.keys.meta(lobby::room_of_position(position).unwrap_or_default()));
-            }
-            let metas: Vec<Option<String>> =
-                if next.is_empty() { Vec::new() } else { pipe.query_async(&mut conn).await.map_err(unavailable)? };
+            let gets: Vec<Cmd> = next
+                .iter()
+                .map(|position| Cmd::get(self.keys.meta(lobby::room_of_position(position).unwrap_or_default())))
+                .collect();
+            let metas: Vec<Option<String>> = self.conn.each(&gets).await.map_err(unavailable)?;
             let (mut stale, mut filled) = (Vec::new(), None);
             for (i, (position, meta)) in next.iter().zip(metas).enumerate() {
                 match meta.and_then(|j| serde_json::from_str::<RoomInfo>(&j).ok()) {
@@ -155,13 +249,14 @@ impl RedisStore {
         if positions.is_empty() {
             return;
         }
-        let mut pipe = redis::pipe();
-        for position in positions {
-            let room = lobby::room_of_position(position).unwrap_or_default();
-            pipe.zrem(self.keys.lobby(lobby::bucket(room)), position.as_str()).ignore();
-        }
-        let mut conn = self.conn.clone();
-        let _ = pipe.query_async::<()>(&mut conn).await;
+        let removals: Vec<Cmd> = positions
+            .iter()
+            .map(|position| {
+                let room = lobby::room_of_position(position).unwrap_or_default();
+                Cmd::zrem(self.keys.lobby(lobby::bucket(room)), position.as_str())
+            })
+            .collect();
+        let _ = self.conn.each::<i64>(&removals).await;
     }
 
     /// Puts every open room into the lobby index once (rooms an older roomd created are
@@ -175,19 +270,17 @@ impl RedisStore {
         let ids: Vec<String> = conn.smembers(self.keys.open_rooms()).await.map_err(unavailable)?;
         let mut indexed = 0;
         for chunk in ids.chunks(500) {
-            let mut pipe = redis::pipe();
-            for id in chunk {
-                pipe.get(self.keys.meta(id));
-            }
-            let metas: Vec<Option<String>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
-            let mut pipe = redis::pipe();
-            for info in metas.into_iter().flatten().filter_map(|j| serde_json::from_str::<RoomInfo>(&j).ok()) {
-                if info.status != RoomStatus::Ended {
-                    pipe.zadd(self.keys.lobby(lobby::bucket(&info.room_id)), lobby::position(&info), 0).ignore();
-                    indexed += 1;
-                }
-            }
-            pipe.query_async::<()>(&mut conn).await.map_err(unavailable)?;
+            let gets: Vec<Cmd> = chunk.iter().map(|id| Cmd::get(self.keys.meta(id))).collect();
+            let metas: Vec<Option<String>> = self.conn.each(&gets).await.map_err(unavailable)?;
+            let adds: Vec<Cmd> = metas
+                .into_iter()
+                .flatten()
+                .filter_map(|j| serde_json::from_str::<RoomInfo>(&j).ok())
+                .filter(|info| info.status != RoomStatus::Ended)
+                .map(|info| Cmd::zadd(self.keys.lobby(lobby::bucket(&info.room_id)), lobby::position(&info), 0))
+                .collect();
+            indexed += adds.len();
+            self.conn.each::<i64>(&adds).await.map_err(unavailable)?;
         }
         conn.set::<_, _, ()>(self.keys.lobby_indexed(), "1").await.map_err(unavailable)?;
         Ok(indexed)
@@ -203,18 +296,34 @@ impl RedisStore {
     pub async fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> Result<(), StoreError> {
         let room = room(&game_pk)?;
         let bytes = encode(&entry)?;
-        let mut conn = self.conn.clone();
-        let result: Result<u64, RedisError> = self
-            .append
-            .key(self.keys.log(room, &game_pk))
-            .key(self.keys.seq(room, &game_pk))
-            .key(self.keys.lease(room))
-            .arg(entry.seq)
-            .arg(bytes)
-            .arg(token)
-            .invoke_async(&mut conn)
-            .await;
+        let keys = [self.keys.log(room, &game_pk), self.keys.seq(room, &game_pk), self.keys.lease(room)];
+        let result: Result<i64, RedisError> = match &self.acks {
+            None => {
+                let mut conn = self.conn.clone();
+                self.append
+                    .key(&keys[..])
+                    .arg(entry.seq)
+                    .arg(bytes)
+                    .arg(token)
+                    .invoke_async::<u64>(&mut conn)
+                    .await
+                    .map(|_| i64::MAX)
+            }
+            Some(acks) => {
+                let seq = entry.seq.to_string();
+                let mut pipe = redis::pipe();
+                pipe.add_command(evalsha(&self.append, &keys, &[seq.as_bytes(), &bytes, token.as_bytes()]))
+                    .ignore()
+                    .add_command(acks.wait());
+                RedisStore::with_script(&acks.conn(room), APPEND_LUA, &pipe).await.map(|(got,): (i64,)| got)
+            }
+        };
         match result {
+            Ok(got) if self.acks.as_ref().is_some_and(|a| got < i64::from(a.replicas)) => {
+                // Stored on the master, not (yet) on enough replicas: not acknowledged.
+                // The room retries the same entry, which the log then already has.
+                Err(StoreError::Unknown(self.acks.as_ref().map(|a| a.short("the entry", got)).unwrap_or_default()))
+            }
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some("FENCED") => Err(StoreError::Fenced),
             Err(e) if e.code() == Some("CONFLICT") => Err(StoreError::Conflict {
@@ -236,15 +345,22 @@ impl RoomStore for RedisStore {
         Box::pin(async move {
             let room = room(&start.game_pk)?.to_owned();
             let bytes = encode(&start)?;
-            let mut conn = this.conn.clone();
-            let created: bool = redis::cmd("SET")
-                .arg(this.keys.start(&room, &start.game_pk))
-                .arg(bytes)
-                .arg("NX")
-                .query_async::<Option<String>>(&mut conn)
-                .await
-                .map_err(unavailable)?
-                .is_some();
+            let mut set = redis::cmd("SET");
+            set.arg(this.keys.start(&room, &start.game_pk)).arg(bytes).arg("NX");
+            let created: bool = match &this.acks {
+                None => set.query_async::<Option<String>>(&mut this.conn.clone()).await.map_err(unavailable)?.is_some(),
+                Some(acks) => {
+                    let mut pipe = redis::pipe();
+                    pipe.add_command(set).add_command(acks.wait());
+                    let (created, got): (Option<String>, i64) =
+                        pipe.query_async(&mut acks.conn(&room)).await.map_err(unavailable)?;
+                    if got < i64::from(acks.replicas) {
+                        // The game does not start (its pk is never used again).
+                        return Err(StoreError::Unavailable(acks.short("the game's start", got)));
+                    }
+                    created.is_some()
+                }
+            };
             if !created {
                 return Err(StoreError::Conflict { game_pk: start.game_pk, expected: 0, got: 0 });
             }
@@ -272,10 +388,13 @@ impl RoomStore for RedisStore {
         let game_pk = game_pk.to_owned();
         Box::pin(async move {
             let room = room(&game_pk)?;
-            let mut conn = this.conn.clone();
+            let mut conn = this.acks.as_ref().map_or_else(|| this.conn.clone(), |acks| acks.conn(room));
             let id = format!("0-{seq}");
             let range: StreamRangeReply =
                 conn.xrange(this.keys.log(room, &game_pk), &id, &id).await.map_err(unavailable)?;
+            if let Some(acks) = &this.acks {
+                this.confirm(acks, room, &game_pk).await?;
+            }
             let Some(found) = range.ids.first() else { return Ok(None) };
             let bytes: Vec<u8> =
                 found.get("e").ok_or_else(|| StoreError::Corrupt(format!("stream entry {} has no body", found.id)))?;
@@ -291,18 +410,21 @@ impl RoomStore for RedisStore {
         let (position, lobby) = (lobby::position(info), this.keys.lobby(lobby::bucket(&info.room_id)));
         Box::pin(async move {
             let json = json.map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let mut conn = this.conn.clone();
-            let mut pipe = redis::pipe();
-            pipe.set(this.keys.meta(&room_id), json).ignore();
-            if ended {
-                pipe.srem(this.keys.open_rooms(), &room_id).ignore();
-                pipe.zrem(&lobby, &position).ignore();
-                pipe.expire(this.keys.meta(&room_id), RETENTION.as_secs() as i64).ignore();
+            // The info, the open-room set and the lobby are in three slots on a cluster.
+            let writes = if ended {
+                vec![
+                    Cmd::set_ex(this.keys.meta(&room_id), json, RETENTION.as_secs()),
+                    Cmd::srem(this.keys.open_rooms(), &room_id),
+                    Cmd::zrem(&lobby, &position),
+                ]
             } else {
-                pipe.sadd(this.keys.open_rooms(), &room_id).ignore();
-                pipe.zadd(&lobby, &position, 0).ignore();
-            }
-            pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+                vec![
+                    Cmd::set(this.keys.meta(&room_id), json),
+                    Cmd::sadd(this.keys.open_rooms(), &room_id),
+                    Cmd::zadd(&lobby, &position, 0),
+                ]
+            };
+            this.conn.each::<redis::Value>(&writes).await.map(drop).map_err(unavailable)
         })
     }
 
@@ -359,6 +481,10 @@ impl RoomStore for RedisStore {
                 let bytes: Vec<u8> =
                     id.get("e").ok_or_else(|| StoreError::Corrupt(format!("stream entry {} has no body", id.id)))?;
                 entries.push(decode::<LogEntry>(&bytes)?);
+            }
+            if let Some(acks) = &this.acks {
+                // A room is rebuilt only from entries the replicas hold.
+                this.confirm(acks, room, &game_pk).await?;
             }
             Ok(Some(StoredGame {
                 start: decode(&start)?,

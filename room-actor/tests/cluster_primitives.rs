@@ -172,7 +172,8 @@ async fn an_outbox_sends_a_burst_in_few_frames_in_order() {
     let (store, _) = store().await;
     let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
     let metrics = RoomMetrics::unregistered().unwrap();
-    let mut rx = bus::subscribe(url, prefix.clone(), "node-b".into(), metrics);
+    let mut rx =
+        bus::subscribe(room_actor::redis_conn::RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
     let outboxes = Outboxes::new(Publisher::new(store.connection(), &prefix));
     // Until the subscription is up, a publish finds nobody listening.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

@@ -51,7 +51,7 @@ async fn a_room_with_a_5000_entry_log_resumes_from_its_snapshot_quickly() {
     deps.node_id = "n2".into();
     let config = ClusterConfig {
         node_id: "n2".into(),
-        redis_url: url.clone(),
+        redis: room_actor::redis_conn::RedisTarget::Single(url.clone()),
         prefix: prefix.clone(),
         lease_ms: 3000,
         heartbeat_ms: 500,

@@ -1,5 +1,6 @@
 //! Node-to-node messages over Redis pub/sub: one channel per node
-//! (`<prefix>:bus:<node>`), bincode envelopes (externally tagged enums only, which
+//! (`<prefix>:bus:<node>`; sharded pub/sub on a Redis Cluster, so a node's frames go to
+//! its channel's shard only), bincode envelopes (externally tagged enums only, which
 //! bincode can decode; game actions travel as JSON text inside).
 //!
 //! Client → room commands go to the room's owner node; room → client messages go to
@@ -18,8 +19,9 @@ use crate::error::StoreError;
 use crate::log::{decode_body as decode, encode_body as encode};
 use crate::messages::RoomOpError;
 use crate::metrics::RoomMetrics;
+use crate::redis_conn::{RedisConn, RedisTarget};
 use futures_util::StreamExt;
-use redis::aio::ConnectionManager;
+use redis::{PushInfo, PushKind, Value};
 use serde::{Deserialize, Serialize};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
@@ -142,12 +144,12 @@ pub fn channel(prefix: &str, node: &str) -> String {
 /// Publishing side.
 #[derive(Clone)]
 pub struct Publisher {
-    conn: ConnectionManager,
+    conn: RedisConn,
     prefix: String,
 }
 
 impl Publisher {
-    pub fn new(conn: ConnectionManager, prefix: &str) -> Publisher {
+    pub fn new(conn: RedisConn, prefix: &str) -> Publisher {
         Publisher { conn, prefix: prefix.to_owned() }
     }
 
@@ -155,11 +157,9 @@ impl Publisher {
     /// (`false`: nobody listens there, the node is gone); `Unavailable` when Redis fails.
     pub async fn send(&self, node: &str, envelopes: &[Envelope]) -> Result<bool, StoreError> {
         let bytes = encode_frame(envelopes, SystemTime::now())?;
-        let mut conn = self.conn.clone();
-        let receivers = redis::cmd("PUBLISH")
-            .arg(channel(&self.prefix, node))
-            .arg(bytes)
-            .query_async::<i64>(&mut conn)
+        let receivers = self
+            .conn
+            .publish(&channel(&self.prefix, node), bytes)
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         Ok(receivers > 0)
@@ -203,35 +203,32 @@ pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
     }
 }
 
+/// How often a cluster node asserts its sharded subscription again (`SSUBSCRIBE` is
+/// idempotent): this is what finds the channel's new master after a failover or a
+/// resharding when no frame would otherwise touch that shard.
+pub const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(250);
+
 /// Subscribes to this node's channel and forwards decoded envelopes, resubscribing with
 /// backoff whenever Redis goes away, until the receiver is dropped.
 pub fn subscribe(
-    url: String,
+    target: RedisTarget,
     prefix: String,
     node: String,
     metrics: RoomMetrics,
 ) -> mpsc::UnboundedReceiver<Delivered> {
     let (tx, rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
+        let channel = channel(&prefix, &node);
         let mut backoff = Duration::from_millis(50);
         loop {
-            let attempt = async {
-                let client = crate::redis_store::client(url.as_str())?;
-                let mut pubsub = client.get_async_pubsub().await?;
-                pubsub.subscribe(channel(&prefix, &node)).await?;
-                Ok::<_, redis::RedisError>(pubsub)
+            let listened = match &target {
+                RedisTarget::Single(url) => listen(url, &channel, &tx, &metrics).await,
+                RedisTarget::Cluster(seeds) => listen_sharded(seeds, &channel, &tx, &metrics).await,
             };
-            match attempt.await {
-                Ok(mut pubsub) => {
+            match listened {
+                Ok(Listened::Stopped) => return,
+                Ok(Listened::Lost) => {
                     backoff = Duration::from_millis(50);
-                    let mut messages = pubsub.on_message();
-                    while let Some(msg) = messages.next().await {
-                        if let Some(delivered) = accept_frame(msg.get_payload_bytes(), &metrics) {
-                            if tx.send(delivered).is_err() {
-                                return;
-                            }
-                        }
-                    }
                     warn!(node = %node, "bus subscription lost; resubscribing");
                 }
                 Err(e) => warn!(node = %node, error = %e, "bus subscribe failed; retrying"),
@@ -244,6 +241,89 @@ pub fn subscribe(
         }
     });
     rx
+}
+
+/// How a subscription ended.
+enum Listened {
+    /// Nobody reads the envelopes any more.
+    Stopped,
+    /// The connection went away after it was subscribed.
+    Lost,
+}
+
+fn forward(bytes: &[u8], tx: &mpsc::UnboundedSender<Delivered>, metrics: &RoomMetrics) -> bool {
+    match accept_frame(bytes, metrics) {
+        Some(delivered) => tx.send(delivered).is_ok(),
+        None => true,
+    }
+}
+
+/// `SUBSCRIBE` on a dedicated connection to one Redis.
+async fn listen(
+    url: &str,
+    channel: &str,
+    tx: &mpsc::UnboundedSender<Delivered>,
+    metrics: &RoomMetrics,
+) -> redis::RedisResult<Listened> {
+    crate::redis_conn::install_tls_provider(url.starts_with("rediss://"));
+    let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
+    pubsub.subscribe(channel).await?;
+    let mut messages = pubsub.on_message();
+    while let Some(msg) = messages.next().await {
+        if !forward(msg.get_payload_bytes(), tx, metrics) {
+            return Ok(Listened::Stopped);
+        }
+    }
+    Ok(Listened::Lost)
+}
+
+/// `SSUBSCRIBE` through a cluster connection of its own (RESP3 pushes). The connection
+/// resubscribes after it reconnects; a slot that moved (resharding) ends the
+/// subscription with an `SUNSUBSCRIBE` push, answered by subscribing again at the slot's
+/// new master, and the periodic re-assertion finds a promoted replica after a failover.
+async fn listen_sharded(
+    seeds: &[String],
+    channel: &str,
+    tx: &mpsc::UnboundedSender<Delivered>,
+    metrics: &RoomMetrics,
+) -> redis::RedisResult<Listened> {
+    let (push_tx, mut pushes) = mpsc::unbounded_channel::<PushInfo>();
+    let client = RedisTarget::cluster_client(seeds, Some(push_tx))?;
+    let mut conn = client.get_async_connection().await?;
+    conn.ssubscribe(channel).await?;
+    let mut assert = tokio::time::interval(RESUBSCRIBE_EVERY);
+    assert.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            push = pushes.recv() => {
+                let Some(push) = push else { return Ok(Listened::Lost) };
+                match push.kind {
+                    PushKind::SMessage => {
+                        if let Some(Value::BulkString(bytes)) = push.data.get(1) {
+                            if !forward(bytes, tx, metrics) {
+                                return Ok(Listened::Stopped);
+                            }
+                        }
+                    }
+                    PushKind::SUnsubscribe => {
+                        // Not ours to end: the slot moved. Subscribe where it is now.
+                        if let Err(e) = conn.ssubscribe(channel).await {
+                            warn!(channel, error = %e, "sharded bus subscription moved; subscribing again failed");
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            _ = assert.tick() => {
+                if tx.is_closed() {
+                    return Ok(Listened::Stopped);
+                }
+                if let Err(e) = conn.ssubscribe(channel).await {
+                    warn!(channel, error = %e, "sharded bus subscription not confirmed; retrying");
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -23,8 +23,8 @@
 use crate::cluster::bus;
 use crate::cluster::membership::Member;
 use crate::error::StoreError;
+use crate::redis_conn::RedisConn;
 use prometheus::{Histogram, HistogramOpts, IntCounter, Registry};
-use redis::aio::ConnectionManager;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -34,19 +34,12 @@ pub const DETECT_EVERY: Duration = Duration::from_millis(100);
 pub const MISSES_TO_DECLARE: u32 = 2;
 
 /// `PUBSUB NUMSUB` over the nodes' bus channels: subscribers per node, in order.
-pub async fn subscribers(conn: &ConnectionManager, prefix: &str, nodes: &[String]) -> Result<Vec<i64>, StoreError> {
+pub async fn subscribers(conn: &RedisConn, prefix: &str, nodes: &[String]) -> Result<Vec<i64>, StoreError> {
     if nodes.is_empty() {
         return Ok(Vec::new());
     }
-    let mut cmd = redis::cmd("PUBSUB");
-    cmd.arg("NUMSUB");
-    for node in nodes {
-        cmd.arg(bus::channel(prefix, node));
-    }
-    let mut conn = conn.clone();
-    let pairs: Vec<(String, i64)> =
-        cmd.query_async(&mut conn).await.map_err(|e| StoreError::Unavailable(e.to_string()))?;
-    Ok(pairs.into_iter().map(|(_, n)| n).collect())
+    let channels: Vec<String> = nodes.iter().map(|node| bus::channel(prefix, node)).collect();
+    conn.subscribers(&channels).await.map_err(|e| StoreError::Unavailable(e.to_string()))
 }
 
 /// Failover metrics (registered by the gateway next to the room metrics).
@@ -94,6 +87,8 @@ struct Suspect {
     misses: u32,
     /// The node's heartbeat expiry when its subscription was first missed.
     score: i64,
+    /// When its subscription was first missed.
+    since: Instant,
 }
 
 /// What one poll found.
@@ -109,6 +104,12 @@ pub struct Verdict {
 /// The detection state of one node, fed by its polls (pure: tested without Redis).
 #[derive(Default)]
 pub struct Detector {
+    /// How long a subscription must stay missing (with no heartbeat) before its node is
+    /// dead, on top of the missed polls: zero on one Redis, where a subscription lost
+    /// means the Redis is lost too; a heartbeat interval and a half on a Redis Cluster,
+    /// where the bus channel's shard can fail over while the membership's shard is fine,
+    /// and a live node must have had the time to beat.
+    min_silence: Duration,
     suspects: HashMap<String, Suspect>,
     last_seen: HashMap<String, Instant>,
     previous: HashSet<String>,
@@ -117,6 +118,11 @@ pub struct Detector {
 impl Detector {
     pub fn new() -> Detector {
         Detector::default()
+    }
+
+    /// A detector that waits `min_silence` (see the field) before a verdict.
+    pub fn with_min_silence(min_silence: Duration) -> Detector {
+        Detector { min_silence, ..Detector::default() }
     }
 
     /// Feeds one poll: the live members with their heartbeat scores (`me` excluded or
@@ -130,14 +136,15 @@ impl Detector {
                 self.last_seen.insert(member.id.clone(), now);
                 continue;
             }
-            let suspect = self.suspects.entry(member.id.clone()).or_insert(Suspect { misses: 0, score: *score });
+            let fresh = Suspect { misses: 0, score: *score, since: now };
+            let suspect = self.suspects.entry(member.id.clone()).or_insert(fresh);
             if suspect.score != *score {
                 // A heartbeat arrived since the first miss: the process lives (its
                 // subscriber is reconnecting). Start counting again.
-                *suspect = Suspect { misses: 0, score: *score };
+                *suspect = Suspect { misses: 0, score: *score, since: now };
             }
             suspect.misses += 1;
-            if suspect.misses >= MISSES_TO_DECLARE {
+            if suspect.misses >= MISSES_TO_DECLARE && now.duration_since(suspect.since) >= self.min_silence {
                 verdict.dead.push((member.id.clone(), suspect.score));
             }
         }
@@ -187,6 +194,24 @@ mod tests {
         // Back to listening: the count starts over.
         assert!(d.observe("me", &live(&[("b", 20), ("me", 10)]), &[0], t).dead.is_empty());
         assert_eq!(d.observe("me", &live(&[("b", 20), ("me", 10)]), &[0], t).dead.len(), 1);
+    }
+
+    #[test]
+    fn on_a_redis_cluster_a_node_is_dead_only_after_it_had_the_time_to_beat() {
+        let mut d = Detector::with_min_silence(Duration::from_millis(750));
+        let t = Instant::now();
+        let nodes = live(&[("b", 10), ("me", 10)]);
+        for i in 0..7 {
+            let verdict = d.observe("me", &nodes, &[0], t + DETECT_EVERY * i);
+            assert!(verdict.dead.is_empty(), "poll {i}: its shard may be failing over");
+        }
+        assert_eq!(d.observe("me", &nodes, &[0], t + Duration::from_millis(760)).dead, vec![("b".to_owned(), 10)]);
+        // A beat in the meantime starts the silence again.
+        let mut d = Detector::with_min_silence(Duration::from_millis(750));
+        d.observe("me", &nodes, &[0], t);
+        d.observe("me", &live(&[("b", 20), ("me", 10)]), &[0], t + Duration::from_millis(500));
+        let late = d.observe("me", &live(&[("b", 20), ("me", 10)]), &[0], t + Duration::from_millis(900));
+        assert!(late.dead.is_empty(), "{late:?}");
     }
 
     #[test]

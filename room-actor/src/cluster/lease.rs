@@ -5,7 +5,7 @@
 
 use crate::error::StoreError;
 use crate::keys::Keys;
-use redis::aio::ConnectionManager;
+use crate::redis_conn::RedisConn;
 use redis::{RedisError, Script};
 
 fn unavailable(e: RedisError) -> StoreError {
@@ -14,7 +14,7 @@ fn unavailable(e: RedisError) -> StoreError {
 
 #[derive(Clone)]
 pub struct Leases {
-    conn: ConnectionManager,
+    conn: RedisConn,
     keys: Keys,
     node: String,
     ttl_ms: u64,
@@ -25,7 +25,7 @@ pub struct Leases {
 }
 
 impl Leases {
-    pub fn new(conn: ConnectionManager, keys: Keys, node: &str, ttl_ms: u64) -> Leases {
+    pub fn new(conn: RedisConn, keys: Keys, node: &str, ttl_ms: u64) -> Leases {
         Leases {
             conn,
             keys,
@@ -69,18 +69,11 @@ impl Leases {
             .map_err(unavailable)
     }
 
-    /// The current holders of many rooms' leases, in one round trip (a pipeline of GETs,
-    /// which a cluster-aware client can split by slot).
+    /// The current holders of many rooms' leases, in one round trip (per shard on a
+    /// cluster).
     pub async fn holders(&self, rooms: &[String]) -> Result<Vec<Option<String>>, StoreError> {
-        if rooms.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut pipe = redis::pipe();
-        for room in rooms {
-            pipe.get(self.keys.lease(room));
-        }
-        let mut conn = self.conn.clone();
-        pipe.query_async(&mut conn).await.map_err(unavailable)
+        let gets: Vec<redis::Cmd> = rooms.iter().map(|room| redis::Cmd::get(self.keys.lease(room))).collect();
+        self.conn.each(&gets).await.map_err(unavailable)
     }
 
     /// Renews leases this node holds; returns the rooms whose lease was lost.
@@ -88,13 +81,25 @@ impl Leases {
         if held.is_empty() {
             return Ok(Vec::new());
         }
-        let mut invocation = self.renew.prepare_invoke();
-        invocation.arg(self.ttl_ms);
-        for (room, token) in held {
-            invocation.key(self.keys.lease(room)).arg(token);
-        }
-        let mut conn = self.conn.clone();
-        let kept: Vec<u8> = invocation.invoke_async(&mut conn).await.map_err(unavailable)?;
+        let kept: Vec<u8> = if self.conn.is_cluster() {
+            // Each room's lease is in a slot of its own: one script per room, all at once
+            // (the cluster connection pipelines them per shard).
+            let renewals = held.iter().map(|(room, token)| {
+                let mut conn = self.conn.clone();
+                let mut invocation = self.renew.prepare_invoke();
+                invocation.arg(self.ttl_ms).key(self.keys.lease(room)).arg(token);
+                async move { invocation.invoke_async::<Vec<u8>>(&mut conn).await }
+            });
+            futures_util::future::try_join_all(renewals).await.map_err(unavailable)?.into_iter().flatten().collect()
+        } else {
+            let mut invocation = self.renew.prepare_invoke();
+            invocation.arg(self.ttl_ms);
+            for (room, token) in held {
+                invocation.key(self.keys.lease(room)).arg(token);
+            }
+            let mut conn = self.conn.clone();
+            invocation.invoke_async(&mut conn).await.map_err(unavailable)?
+        };
         Ok(held.iter().zip(kept).filter(|(_, k)| *k == 0).map(|((room, _), _)| room.clone()).collect())
     }
 

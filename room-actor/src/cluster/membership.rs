@@ -4,7 +4,7 @@
 
 use crate::error::StoreError;
 use crate::keys::Keys;
-use redis::aio::ConnectionManager;
+use crate::redis_conn::RedisConn;
 use redis::{AsyncCommands, RedisError, Script};
 use std::collections::HashMap;
 
@@ -21,13 +21,13 @@ pub struct Member {
 
 #[derive(Clone)]
 pub struct Membership {
-    conn: ConnectionManager,
+    conn: RedisConn,
     keys: Keys,
     ttl_ms: i64,
 }
 
 impl Membership {
-    pub fn new(conn: ConnectionManager, keys: Keys, ttl_ms: i64) -> Membership {
+    pub fn new(conn: RedisConn, keys: Keys, ttl_ms: i64) -> Membership {
         Membership { conn, keys, ttl_ms }
     }
 

@@ -4,7 +4,7 @@
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
 use crate::keys::Keys;
-use redis::aio::ConnectionManager;
+use crate::redis_conn::RedisConn;
 use redis::RedisError;
 use std::collections::HashMap;
 
@@ -28,12 +28,7 @@ type NodesReply = (Vec<(String, f64)>, HashMap<String, String>, HashMap<String, 
 
 /// Live nodes (heartbeat not expired at `now_ms`), sorted by id, in one pipelined round
 /// trip. `ttl_ms` is the membership TTL (a heartbeat's score is its time plus the TTL).
-pub async fn nodes(
-    conn: &ConnectionManager,
-    keys: &Keys,
-    now_ms: i64,
-    ttl_ms: i64,
-) -> Result<Vec<NodeRow>, StoreError> {
+pub async fn nodes(conn: &RedisConn, keys: &Keys, now_ms: i64, ttl_ms: i64) -> Result<Vec<NodeRow>, StoreError> {
     let mut conn = conn.clone();
     let (live, draining, stats): NodesReply = redis::pipe()
         .cmd("ZRANGEBYSCORE")
@@ -61,12 +56,7 @@ pub async fn nodes(
 
 /// Records what `node` reports about itself (one `HSET`); entries of nodes that are gone
 /// are ignored by [`nodes`], which lists live members only.
-pub async fn report(
-    conn: &ConnectionManager,
-    keys: &Keys,
-    node: &str,
-    stats: &serde_json::Value,
-) -> Result<(), StoreError> {
+pub async fn report(conn: &RedisConn, keys: &Keys, node: &str, stats: &serde_json::Value) -> Result<(), StoreError> {
     let mut conn = conn.clone();
     redis::cmd("HSET")
         .arg(keys.node_stats())
@@ -107,7 +97,7 @@ const MAX_BATCHES: usize = 8;
 /// than `limit` rows while `next` is still set. (`SSCAN` would not bound pages: Redis
 /// returns a small set whole whatever `COUNT` says.)
 pub async fn rooms_page(
-    conn: &ConnectionManager,
+    conn: &RedisConn,
     keys: &Keys,
     cursor: Option<&str>,
     limit: usize,
@@ -127,11 +117,9 @@ pub async fn rooms_page(
             break;
         }
         let batch = &ids[pos..(pos + limit).min(ids.len())];
-        let mut pipe = redis::pipe();
-        for id in batch {
-            pipe.get(keys.meta(id)).get(keys.lease(id));
-        }
-        let values: Vec<Option<String>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        let gets: Vec<redis::Cmd> =
+            batch.iter().flat_map(|id| [redis::Cmd::get(keys.meta(id)), redis::Cmd::get(keys.lease(id))]).collect();
+        let values: Vec<Option<String>> = conn.each(&gets).await.map_err(unavailable)?;
         let mut found = Vec::new();
         for i in 0..batch.len() {
             let meta = values.get(2 * i).cloned().flatten();
@@ -146,18 +134,18 @@ pub async fn rooms_page(
             found.push((i, keep.then_some(RoomRow { info, owner, seq: None })));
         }
         // Seq counters of the kept rooms that started a game, in one more pipeline.
-        let mut pipe = redis::pipe();
+        let mut gets = Vec::new();
         let mut asked = Vec::new();
         for (i, (_, row)) in found.iter().enumerate() {
             if let Some(pk) = row.as_ref().and_then(|r| r.info.game_pk.as_deref()) {
                 if let Some(room) = crate::keys::room_of(pk) {
-                    pipe.get(keys.seq(room, pk));
+                    gets.push(redis::Cmd::get(keys.seq(room, pk)));
                     asked.push(i);
                 }
             }
         }
         if !asked.is_empty() {
-            let seqs: Vec<Option<u64>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+            let seqs: Vec<Option<u64>> = conn.each(&gets).await.map_err(unavailable)?;
             for (i, seq) in asked.into_iter().zip(seqs) {
                 if let Some(Some(row)) = found.get_mut(i).map(|(_, r)| r.as_mut()) {
                     row.seq = Some(seq.unwrap_or(0));

@@ -11,8 +11,8 @@
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
 use crate::keys::Keys;
+use crate::redis_conn::RedisConn;
 use engine::PlayerId;
-use redis::aio::ConnectionManager;
 use redis::{AsyncCommands, Script};
 
 fn unavailable(e: redis::RedisError) -> StoreError {
@@ -21,14 +21,14 @@ fn unavailable(e: redis::RedisError) -> StoreError {
 
 #[derive(Clone)]
 pub struct RoomQuota {
-    conn: ConnectionManager,
+    conn: RedisConn,
     prefix: String,
     keys: Keys,
     take: Script,
 }
 
 impl RoomQuota {
-    pub fn new(conn: ConnectionManager, keys: Keys, prefix: &str) -> RoomQuota {
+    pub fn new(conn: RedisConn, keys: Keys, prefix: &str) -> RoomQuota {
         RoomQuota { conn, prefix: prefix.to_owned(), keys, take: Script::new(include_str!("../lua/quota.lua")) }
     }
 
@@ -44,11 +44,8 @@ impl RoomQuota {
         if rooms.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        for room in &rooms {
-            pipe.get(self.keys.meta(room));
-        }
-        let metas: Vec<Option<String>> = pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        let gets: Vec<redis::Cmd> = rooms.iter().map(|room| redis::Cmd::get(self.keys.meta(room))).collect();
+        let metas: Vec<Option<String>> = self.conn.each(&gets).await.map_err(unavailable)?;
         let closed: Vec<&String> = rooms
             .iter()
             .zip(metas)

@@ -50,7 +50,7 @@ pub enum Claim {
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
     pub node_id: String,
-    pub redis_url: String,
+    pub redis: crate::redis_conn::RedisTarget,
     /// Key prefix (and bus channel prefix) shared by the nodes of one cluster.
     pub prefix: String,
     pub lease_ms: u64,
@@ -310,7 +310,7 @@ impl ClusterNode {
     /// actix system.
     pub fn run(self: &Arc<Self>) {
         let mut rx = bus::subscribe(
-            self.config.redis_url.clone(),
+            self.config.redis.clone(),
             self.config.prefix.clone(),
             self.id().to_owned(),
             self.deps.metrics.clone(),
@@ -401,7 +401,11 @@ impl ClusterNode {
 
         let node = self.clone();
         actix::spawn(async move {
-            let mut detector = Detector::new();
+            let mut detector = if node.config.redis.is_cluster() {
+                Detector::with_min_silence(Duration::from_millis(node.config.heartbeat_ms * 3 / 2))
+            } else {
+                Detector::new()
+            };
             let mut ticks = tokio::time::interval(failover::DETECT_EVERY);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
