@@ -1,0 +1,255 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
+//! roomd on a real Redis Cluster (issue #16): six `redis-server` processes of the test's
+//! own (3 masters, 3 replicas, `support/redis_cluster.rs`) and several `roomd` nodes with
+//! `ROOMD__REDIS__CLUSTER_URLS`, players split over the nodes, continuous play.
+//!
+//! - play across nodes over sharded pub/sub (no `PUBLISH` at all), the lobby across
+//!   slots, and a SIGKILLed roomd node's rooms resumed by the other (failure detection
+//!   over `PUBSUB SHARDNUMSUB`);
+//! - a Redis master SIGKILLed mid-game with `ROOMD__REDIS__ACK_REPLICAS=1`, its replica
+//!   stopped first so that the master holds writes the replica does not: the room
+//!   acknowledges nothing meanwhile, the replica is promoted, and no acknowledged action
+//!   is lost or applied twice;
+//! - a busy room's slot, and a node's bus channel slot, moved to another master
+//!   mid-game: play goes on;
+//! - both `ROOMD__REDIS__URL` and `ROOMD__REDIS__CLUSTER_URLS` set: a clear start-up error.
+//!
+//! These fail, never skip, without `redis-server`.
+
+mod support;
+
+use room_actor::redis_conn::RedisTarget;
+use room_actor::RedisStore;
+use serde_json::Value;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::fault_play::{check_logs, play, wait_all_ack_after, Player, Seen};
+use support::procs::{guest, prefix, tally_room, until_sees, Proc, Settings};
+use support::redis_cluster::OwnRedisCluster;
+
+/// These tests start many processes each: one at a time.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Node `id` on the Redis Cluster `seeds`, with the fault tests' timings.
+fn node_on_cluster(id: &str, prefix: &str, seeds: &str, env: &[(&str, &str)]) -> Proc {
+    let settings = Settings::cluster(id, prefix, "")
+        .unset("ROOMD__REDIS__URL")
+        .set("ROOMD__REDIS__CLUSTER_URLS", seeds)
+        .short_lease()
+        .set("ROOMD__WS__RATE_PER_S", "1000")
+        .set("ROOMD__WS__BURST", "1000")
+        .with(env);
+    Proc::spawn(id, settings)
+}
+
+/// Players on both nodes in `rooms` tally rooms: room `i` is created through node `i % 2`
+/// and its second player joins through the other.
+struct Table {
+    pks: Vec<String>,
+    rooms: Vec<String>,
+    seen: Arc<Mutex<Seen>>,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+async fn seat_players(http: &reqwest::Client, nodes: &[&Proc], rooms: usize) -> Table {
+    let addrs = Arc::new(Mutex::new(nodes.iter().map(|n| n.base.clone()).collect::<Vec<_>>()));
+    let mut players = Vec::new();
+    let (mut pks, mut ids) = (Vec::new(), Vec::new());
+    for room in 0..rooms {
+        let (a_home, b_home) = (room % nodes.len(), (room + 1) % nodes.len());
+        let (a_id, a_tok) = guest(http, &nodes[a_home].base, &format!("a{room}")).await;
+        let (b_id, b_tok) = guest(http, &nodes[b_home].base, &format!("b{room}")).await;
+        let (room_id, pk, _) = tally_room(http, &nodes[a_home].base, &a_tok, &[&b_tok]).await;
+        pks.push(pk);
+        ids.push(room_id.clone());
+        players.push(Player { room, room_id: room_id.clone(), user: a_id, token: a_tok, home: a_home });
+        players.push(Player { room, room_id, user: b_id, token: b_tok, home: b_home });
+    }
+    let seen = Arc::new(Mutex::new(Seen { ack_times: vec![Vec::new(); rooms], ..Seen::default() }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = players.into_iter().map(|p| tokio::spawn(play(p, addrs.clone(), seen.clone(), stop.clone()))).collect();
+    Table { pks, rooms: ids, seen, stop, tasks }
+}
+
+impl Table {
+    /// Stops the players and checks every log against what they were acknowledged.
+    async fn finish(self, store: &RedisStore) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        let problems = check_logs(store, &self.pks, &self.seen).await;
+        let seen = self.seen.lock().unwrap();
+        assert!(seen.violations.is_empty(), "violations: {:?}", seen.violations);
+        assert!(problems.is_empty(), "logs disagree with the acknowledgements: {problems:?}");
+        seen.acked
+    }
+
+    /// Acknowledged actions per player so far.
+    fn acks_by_player(&self) -> std::collections::HashMap<String, usize> {
+        let mut counts = std::collections::HashMap::new();
+        for (_, user, _) in self.seen.lock().unwrap().acks.keys() {
+            *counts.entry(user.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    fn acks_of(&self, room: usize, from: Instant, to: Instant) -> usize {
+        self.seen.lock().unwrap().ack_times[room].iter().filter(|t| **t > from && **t < to).count()
+    }
+}
+
+async fn cluster_store(cluster: &OwnRedisCluster, prefix: &str) -> RedisStore {
+    let seeds: Vec<String> = cluster.seeds().split(',').map(str::to_owned).collect();
+    RedisStore::connect_to(&RedisTarget::Cluster(seeds), prefix).await.expect("the test's Redis Cluster")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_play_across_each_other_over_sharded_pub_sub_and_survive_a_node_killed() {
+    let _serial = SERIAL.lock().await;
+    let cluster = tokio::task::block_in_place(OwnRedisCluster::start);
+    let prefix = prefix("rc");
+    let seeds = cluster.seeds();
+    let mut nodes = tokio::task::block_in_place(|| {
+        [node_on_cluster("ka", &prefix, &seeds, &[]), node_on_cluster("kb", &prefix, &seeds, &[])]
+    });
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    for node in &nodes {
+        until_sees(&http, node, 2, Duration::from_secs(30)).await;
+    }
+    let table = seat_players(&http, &[&nodes[0], &nodes[1]], 6).await;
+    wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
+
+    // The lobby reads rooms spread over many slots.
+    let (_, lister) = guest(&http, &nodes[0].base, "lister").await;
+    let listed: Value = http
+        .get(format!("{}/api/rooms?game=tally&limit=200", nodes[1].base))
+        .bearer_auth(&lister)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = listed.as_array().unwrap().iter().filter_map(|r| r["roomId"].as_str()).collect();
+    for room in &table.rooms {
+        assert!(ids.contains(&room.as_str()), "{room} is not in the lobby: {listed}");
+    }
+    // Frames between nodes went over sharded pub/sub only.
+    assert!(cluster.calls("spublish") > 0, "no SPUBLISH on any master");
+    assert_eq!(cluster.calls("publish"), 0, "a PUBLISH is broadcast to every shard");
+
+    // A node dies: its rooms are found (SHARDNUMSUB) and resumed by the other node.
+    let killed = Instant::now();
+    nodes[1].kill();
+    let after = wait_all_ack_after(&table.seen, killed, Duration::from_secs(45)).await;
+    assert!(after.is_ok(), "rooms silent after kb was killed: {after:?}");
+    let store = cluster_store(&cluster, &prefix).await;
+    let acked = table.finish(&store).await;
+    assert!(acked > 12, "only {acked} actions acknowledged");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_redis_master_killed_mid_game_with_ack_replicas_loses_no_acknowledged_action() {
+    let _serial = SERIAL.lock().await;
+    let mut cluster = tokio::task::block_in_place(OwnRedisCluster::start);
+    let prefix = prefix("rk");
+    let seeds = cluster.seeds();
+    let acks = [("ROOMD__REDIS__ACK_REPLICAS", "1"), ("ROOMD__REDIS__ACK_TIMEOUT_MS", "300")];
+    let nodes = tokio::task::block_in_place(|| {
+        [node_on_cluster("ma", &prefix, &seeds, &acks), node_on_cluster("mb", &prefix, &seeds, &acks)]
+    });
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    for node in &nodes {
+        until_sees(&http, node, 2, Duration::from_secs(30)).await;
+    }
+    let table = seat_players(&http, &[&nodes[0], &nodes[1]], 4).await;
+    wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
+
+    // Room 0's shard: its replica stops taking the master's writes, then the master dies
+    // while it holds writes the replica never got. (With `ACK_REPLICAS=0` this loses
+    // acknowledged actions: the replica is promoted without them.)
+    let slot = cluster.slot(&format!("{{room:{}}}", table.rooms[0]));
+    let (master, replica) = cluster.shard_of(slot);
+    let replica = replica.expect("the shard has a replica");
+    cluster.signal(replica.port, "STOP");
+    // Cut the replication link too (a stopped replica would still find the master's
+    // stream in its socket buffer when it wakes up).
+    support::redis_cluster::cli(master.port, &["CLIENT", "KILL", "TYPE", "replica"]).expect("CLIENT KILL");
+    let stopped = Instant::now();
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let unreplicated = table.acks_of(0, stopped + Duration::from_millis(1000), Instant::now());
+    cluster.kill(master.port);
+    cluster.signal(replica.port, "CONT");
+    tokio::task::block_in_place(|| cluster.wait_master(replica.port, Duration::from_secs(30)));
+    // The old master comes back as the new one's replica: the shard can acknowledge again.
+    tokio::task::block_in_place(|| {
+        cluster.up(master.port);
+        cluster.wait_healthy(Duration::from_secs(30));
+    });
+    let healed = Instant::now();
+    let after = wait_all_ack_after(&table.seen, healed, Duration::from_secs(45)).await;
+    assert!(after.is_ok(), "rooms silent after the shard healed: {after:?}");
+    let store = cluster_store(&cluster, &prefix).await;
+    table.finish(&store).await;
+    assert_eq!(unreplicated, 0, "room 0 acknowledged actions its shard's replica did not hold");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_busy_rooms_slot_and_a_nodes_bus_channel_moved_to_another_master_play_on() {
+    let _serial = SERIAL.lock().await;
+    let cluster = tokio::task::block_in_place(OwnRedisCluster::start);
+    let prefix = prefix("rm");
+    let seeds = cluster.seeds();
+    let nodes = tokio::task::block_in_place(|| {
+        [node_on_cluster("sa", &prefix, &seeds, &[]), node_on_cluster("sb", &prefix, &seeds, &[])]
+    });
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    for node in &nodes {
+        until_sees(&http, node, 2, Duration::from_secs(30)).await;
+    }
+    let table = seat_players(&http, &[&nodes[0], &nodes[1]], 4).await;
+    wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
+
+    for key in [format!("{{room:{}}}", table.rooms[0]), format!("{prefix}:bus:sa")] {
+        let slot = cluster.slot(&key);
+        let (from, _) = cluster.shard_of(slot);
+        let to = cluster.nodes().into_iter().find(|n| n.master && !n.failed && n.port != from.port).unwrap();
+        tokio::task::block_in_place(|| cluster.move_slot(slot, to.port));
+        assert_eq!(cluster.shard_of(slot).0.port, to.port, "slot {slot} of {key} moved");
+        let before = table.acks_by_player();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        // Every player, not only every room: a node's bus channel carries what its own
+        // players hear from rooms owned elsewhere.
+        loop {
+            let now = table.acks_by_player();
+            let silent: Vec<&String> = before.iter().filter(|(u, n)| now.get(*u) <= Some(n)).map(|(u, _)| u).collect();
+            if silent.is_empty() {
+                break;
+            }
+            assert!(Instant::now() < deadline, "players silent after the slot of {key} moved: {silent:?}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let store = cluster_store(&cluster, &prefix).await;
+    table.finish(&store).await;
+}
+
+#[test]
+fn a_node_given_both_one_redis_and_a_redis_cluster_refuses_to_start() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_roomd"))
+        .env("ROOMD__REDIS__URL", "redis://127.0.0.1:1/")
+        .env("ROOMD__REDIS__CLUSTER_URLS", "redis://127.0.0.1:2/")
+        .env("ROOMD__AUTH__SECRET", support::procs::SECRET)
+        .env("ROOMD__HTTP__PORT", "0")
+        .output()
+        .expect("roomd runs");
+    assert!(!out.status.success(), "roomd started with both settings");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ROOMD__REDIS__URL and ROOMD__REDIS__CLUSTER_URLS are both set"),
+        "unclear start-up error: {stderr}"
+    );
+}

@@ -1,0 +1,268 @@
+//! A real Redis Cluster of the test's own: six `redis-server` processes on free loopback
+//! ports (3 masters, 3 replicas, `redis-cli --cluster create … --cluster-replicas 1`),
+//! each stopped by its own pid; and what the tests do to it (find a key's master and its
+//! replica, SIGKILL / SIGSTOP a process, start it again, move a slot to another master).
+
+use super::procs::free_port;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One process of the cluster.
+struct Member {
+    port: u16,
+    child: Option<Child>,
+}
+
+pub struct OwnRedisCluster {
+    members: Vec<Member>,
+    dir: PathBuf,
+}
+
+/// A line of `CLUSTER NODES`.
+#[derive(Clone, Debug)]
+pub struct NodeLine {
+    pub id: String,
+    pub port: u16,
+    pub master: bool,
+    pub failed: bool,
+    /// The master's id, for a replica.
+    pub master_id: Option<String>,
+    pub slots: Vec<(u16, u16)>,
+}
+
+fn kill_pid(pid: u32, sig: &str) -> bool {
+    Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status().is_ok_and(|s| s.success())
+}
+
+/// `redis-cli -p port args…`: its output, or `None` if the process could not answer.
+pub fn cli(port: u16, args: &[&str]) -> Option<String> {
+    let out = Command::new("redis-cli")
+        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .expect("redis-cli is installed with redis-server (./scripts/test installs it)");
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !text.starts_with("Could not connect") && !text.starts_with("ERR")).then_some(text)
+}
+
+impl OwnRedisCluster {
+    /// Starts the six processes and makes them one cluster; returns once every slot is
+    /// served and every master has its replica.
+    pub fn start() -> OwnRedisCluster {
+        let dir =
+            std::env::temp_dir().join(format!("roomd-redis-cluster-{}", engine::Seed::from_os().unwrap().to_hex()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut cluster = OwnRedisCluster { members: Vec::new(), dir };
+        for _ in 0..6 {
+            let port = free_port();
+            cluster.members.push(Member { port, child: None });
+            cluster.up(port);
+        }
+        let mut create = Command::new("redis-cli");
+        create.arg("--cluster").arg("create");
+        for m in &cluster.members {
+            create.arg(format!("127.0.0.1:{}", m.port));
+        }
+        let status = create
+            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("redis-cli runs");
+        assert!(status.success(), "redis-cli --cluster create failed");
+        cluster.wait_healthy(Duration::from_secs(30));
+        cluster
+    }
+
+    /// Starts (or restarts, with its node file: it rejoins) the process on `port`.
+    pub fn up(&mut self, port: u16) {
+        let data = self.dir.join(port.to_string());
+        std::fs::create_dir_all(&data).unwrap();
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+            // Quick failovers, and a replica that was stopped may still be promoted.
+            .args(["--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0"])
+            .args(["--appendonly", "no", "--save", ""])
+            .args(["--dir", data.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (./scripts/test installs it)");
+        let member = self.members.iter_mut().find(|m| m.port == port).expect("a member of this cluster");
+        member.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `ROOMD__REDIS__CLUSTER_URLS` for this cluster (every process as a seed).
+    pub fn seeds(&self) -> String {
+        self.members.iter().map(|m| format!("redis://127.0.0.1:{}/", m.port)).collect::<Vec<_>>().join(",")
+    }
+
+    pub fn ports(&self) -> Vec<u16> {
+        self.members.iter().map(|m| m.port).collect()
+    }
+
+    fn live_ports(&self) -> Vec<u16> {
+        self.members.iter().filter(|m| m.child.is_some()).map(|m| m.port).collect()
+    }
+
+    /// `CLUSTER NODES` as a live member sees it.
+    pub fn nodes(&self) -> Vec<NodeLine> {
+        for port in self.live_ports() {
+            let Some(text) = cli(port, &["CLUSTER", "NODES"]) else { continue };
+            return text.lines().filter_map(parse_node_line).collect();
+        }
+        panic!("no member of the Redis Cluster answers")
+    }
+
+    /// Waits until every slot has a master that is not failed and every master has a
+    /// replica, as every live member sees it.
+    pub fn wait_healthy(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let healthy = self.live_ports().iter().all(|port| {
+                let Some(info) = cli(*port, &["CLUSTER", "INFO"]) else { return false };
+                let Some(nodes) = cli(*port, &["CLUSTER", "NODES"]) else { return false };
+                let nodes: Vec<NodeLine> = nodes.lines().filter_map(parse_node_line).collect();
+                let masters: Vec<&NodeLine> = nodes.iter().filter(|n| n.master && !n.failed).collect();
+                info.contains("cluster_state:ok")
+                    && masters.iter().map(|m| m.slots.iter().map(|(a, b)| usize::from(b - a) + 1).sum::<usize>()).sum::<usize>() == 16384
+                    && masters.iter().all(|m| nodes.iter().any(|r| !r.failed && r.master_id.as_deref() == Some(&m.id)))
+                    // Every replica has finished its sync with its master.
+                    && nodes.iter().filter(|n| !n.master && !n.failed && self.live_ports().contains(&n.port)).all(|r| {
+                        cli(r.port, &["INFO", "replication"]).is_some_and(|i| i.contains("master_link_status:up"))
+                    })
+            });
+            if healthy {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the Redis Cluster did not become healthy: {:?}", self.nodes());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The hash slot of `key`.
+    pub fn slot(&self, key: &str) -> u16 {
+        let port = self.live_ports()[0];
+        cli(port, &["CLUSTER", "KEYSLOT", key]).and_then(|s| s.parse().ok()).expect("CLUSTER KEYSLOT")
+    }
+
+    /// The master serving `slot` now, and its replica.
+    pub fn shard_of(&self, slot: u16) -> (NodeLine, Option<NodeLine>) {
+        let nodes = self.nodes();
+        let master = nodes
+            .iter()
+            .find(|n| n.master && !n.failed && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot)))
+            .unwrap_or_else(|| panic!("no master serves slot {slot}: {nodes:?}"))
+            .clone();
+        let replica = nodes.iter().find(|n| !n.failed && n.master_id.as_deref() == Some(&master.id)).cloned();
+        (master, replica)
+    }
+
+    pub fn signal(&self, port: u16, sig: &str) {
+        let member = self.members.iter().find(|m| m.port == port).expect("a member");
+        let child = member.child.as_ref().expect("running");
+        assert!(kill_pid(child.id(), sig), "kill -{sig} redis {port}");
+    }
+
+    /// SIGKILL, reaped.
+    pub fn kill(&mut self, port: u16) {
+        if let Some(member) = self.members.iter_mut().find(|m| m.port == port) {
+            if let Some(mut child) = member.child.take() {
+                kill_pid(child.id(), "CONT");
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+
+    /// Waits until the member on `port` serves as a master.
+    pub fn wait_master(&self, port: u16, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.nodes().iter().any(|n| n.port == port && n.master && !n.failed) {
+            assert!(Instant::now() < deadline, "redis {port} was never promoted: {:?}", self.nodes());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Moves `slot` (with its keys) to the master on `to`, as `redis-cli --cluster
+    /// reshard` does it: importing/migrating, `MIGRATE` of every key, then the new owner
+    /// announced to every master.
+    pub fn move_slot(&self, slot: u16, to: u16) {
+        let (from, _) = self.shard_of(slot);
+        let nodes = self.nodes();
+        let target = nodes.iter().find(|n| n.port == to && n.master).expect("the target is a master");
+        let slot_s = slot.to_string();
+        assert!(cli(to, &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &from.id]).is_some(), "importing");
+        assert!(cli(from.port, &["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &target.id]).is_some(), "migrating");
+        loop {
+            let keys = cli(from.port, &["CLUSTER", "GETKEYSINSLOT", &slot_s, "100"]).unwrap_or_default();
+            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let port = to.to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", port.as_str(), "", "0", "5000", "KEYS"];
+            args.extend(keys);
+            assert!(cli(from.port, &args).is_some(), "MIGRATE of slot {slot}");
+        }
+        for master in nodes.iter().filter(|n| n.master && !n.failed) {
+            cli(master.port, &["CLUSTER", "SETSLOT", &slot_s, "NODE", &target.id]);
+        }
+    }
+
+    /// Commands of `name` (`cmdstat_<name>` calls) run by all live masters so far.
+    pub fn calls(&self, name: &str) -> u64 {
+        let masters: Vec<u16> = self.nodes().iter().filter(|n| n.master && !n.failed).map(|n| n.port).collect();
+        masters
+            .iter()
+            .filter_map(|port| cli(*port, &["INFO", "commandstats"]))
+            .map(|info| {
+                info.lines()
+                    .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+                    .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+                    .unwrap_or(0)
+            })
+            .sum()
+    }
+}
+
+fn parse_node_line(line: &str) -> Option<NodeLine> {
+    let mut fields = line.split_whitespace();
+    let id = fields.next()?.to_owned();
+    let addr = fields.next()?;
+    let port = addr.split('@').next()?.rsplit(':').next()?.parse().ok()?;
+    let flags = fields.next()?;
+    let master_id = fields.next().filter(|m| *m != "-").map(str::to_owned);
+    let slots = fields
+        .skip(4)
+        .filter(|s| !s.starts_with('['))
+        .filter_map(|s| match s.split_once('-') {
+            Some((a, b)) => Some((a.parse().ok()?, b.parse().ok()?)),
+            None => s.parse().ok().map(|x| (x, x)),
+        })
+        .collect();
+    Some(NodeLine {
+        id,
+        port,
+        master: flags.contains("master"),
+        failed: flags.contains("fail") || flags.contains("noaddr"),
+        master_id,
+        slots,
+    })
+}
+
+impl Drop for OwnRedisCluster {
+    fn drop(&mut self) {
+        for port in self.ports() {
+            self.kill(port);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
