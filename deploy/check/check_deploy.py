@@ -225,8 +225,14 @@ def check_rendered(where: str, docs: list[dict], root: Path, drain_default: int)
         problem(f"{where}: containerPort 'http' is not ROOMD__HTTP__PORT ({port})")
     if data.get("ROOMD__HTTP__BIND") != "0.0.0.0":
         problem(f"{where}: ROOMD__HTTP__BIND must be 0.0.0.0 in a pod")
-    if not data.get("ROOMD__REDIS__URL"):
-        problem(f"{where}: ROOMD__REDIS__URL is not set: pods would be unconnected single nodes")
+    env_names = {e.get("name") for e in ctr.get("env", [])}
+    one = bool(data.get("ROOMD__REDIS__URL")) or "ROOMD__REDIS__URL" in env_names
+    cluster = bool(data.get("ROOMD__REDIS__CLUSTER_URLS")) or "ROOMD__REDIS__CLUSTER_URLS" in env_names
+    if not (one or cluster):
+        problem(f"{where}: neither ROOMD__REDIS__URL nor ROOMD__REDIS__CLUSTER_URLS is set: pods would be "
+                "unconnected single nodes")
+    if one and cluster:
+        problem(f"{where}: both ROOMD__REDIS__URL and ROOMD__REDIS__CLUSTER_URLS are set: roomd refuses to start")
     known = routes(root)
     for probe, want in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         got = ((ctr.get(probe) or {}).get("httpGet") or {})
