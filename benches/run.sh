@@ -17,6 +17,8 @@
 # RSS columns are the sum of the three processes; loadgen reads Redis's INFO commandstats
 # and INFO cpu as the window opens and closes (--redis-stats), and the results name
 # Redis's commands and CPU per acknowledged action (the cluster's command budget).
+# roomd-cluster-tally-rc is the same load with the two nodes on a Redis Cluster of three
+# masters (ROOMD__REDIS__CLUSTER_URLS, sharded pub/sub), its three processes on core 0 too.
 # roomd-cluster-halli-galli is the Halli Galli load on the same two nodes and Redis.
 #
 # The server (roomd or limit_server) is pinned to core 0 and loadgen to core 1 with
@@ -125,6 +127,36 @@ start_cluster() {
   wait_port "$PORT"; wait_port "$PORT2"
   sleep 2 # both nodes see each other (membership heartbeats)
 }
+# The same two nodes on a Redis Cluster of 3 masters (no replicas; all on core 0):
+# REDIS_STATS names its three processes.
+start_redis_cluster() {
+  command -v redis-server >/dev/null || { echo "roomd-cluster-tally-rc needs redis-server" >&2; return 1; }
+  local pids="" seeds="" stats="" p
+  for p in "$REDIS_PORT" $((REDIS_PORT + 1)) $((REDIS_PORT + 2)); do
+    mkdir -p "$WORK/rc-$p"
+    taskset -c 0 redis-server --bind 127.0.0.1 --port "$p" --save "" --appendonly no --cluster-enabled yes \
+      --cluster-config-file nodes.conf --dir "$WORK/rc-$p" --logfile "$WORK/rc-$p/redis.log" &
+    pids="$pids${pids:+,}$!"
+    seeds="$seeds${seeds:+,}redis://127.0.0.1:$p/"
+    wait_port "$p"
+  done
+  redis-cli --cluster create "127.0.0.1:$REDIS_PORT" "127.0.0.1:$((REDIS_PORT + 1))" "127.0.0.1:$((REDIS_PORT + 2))" \
+    --cluster-yes >"$WORK/rc-create.log" 2>&1
+  until redis-cli -p "$REDIS_PORT" cluster info | grep -q cluster_state:ok; do sleep 0.2; done
+  REDIS_STATS=$seeds
+  local secret; secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  local port id
+  for id in 1 2; do
+    port=$PORT; [[ $id == 2 ]] && port=$PORT2
+    env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
+      ROOMD__REDIS__CLUSTER_URLS="$seeds" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
+      taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$id.log" 2>&1 &
+    pids="$pids,$!"
+  done
+  SERVER_PID=$pids
+  wait_port "$PORT"; wait_port "$PORT2"
+  sleep 2 # both nodes see each other (membership heartbeats)
+}
 start_limit() {
   taskset -c 0 "$BIN/limit_server" "$LIMIT_PORT" >"$WORK/limit.log" 2>&1 &
   SERVER_PID=$!
@@ -155,7 +187,7 @@ scenario() {
   cleanup; SERVER_PID=""
 }
 
-SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-tally-file roomd-cluster-tally roomd-halli-galli roomd-cluster-halli-galli}
+SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-tally-file roomd-cluster-tally roomd-cluster-tally-rc roomd-halli-galli roomd-cluster-halli-galli}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 if want limit-tally; then
 start_limit
@@ -173,6 +205,11 @@ if want roomd-cluster-tally; then
 start_cluster
 scenario roomd-cluster-tally --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
   --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
+fi
+if want roomd-cluster-tally-rc; then
+start_redis_cluster
+scenario roomd-cluster-tally-rc --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
+  --redis-stats "$REDIS_STATS"
 fi
 if want roomd-halli-galli; then
 start_roomd

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::procs::{
-    connect, create_room, get_json, metric, next_within, redis_url, room_on, send, start_tally, token, until_all_see,
-    OwnRedis, Proc, Settings, Ws,
+    connect, create_room, get_json, metric, next_within, redis_url, room_on, send, start_tally, tls_files, token,
+    until_all_see, OwnRedis, Proc, Settings, Ws,
 };
 use tokio_tungstenite::tungstenite::Message;
 
@@ -449,26 +449,6 @@ async fn the_host_removes_a_seated_player_through_a_node_that_does_not_own_the_r
     assert_eq!(body["seats"].as_array().unwrap().len(), 1, "{body}");
     let told = next_where(&mut ws, 10, |m| m["t"] == "error").await.expect("the removed player is told");
     assert_eq!((told["code"].as_str(), told["room"].as_str()), (Some("removed_from_seat"), Some(room.as_str())));
-}
-
-/// A CA and a server certificate it signed for 127.0.0.1, as PEM files in `dir`:
-/// (ca.pem, server.pem, server.key).
-fn tls_files(dir: &std::path::Path, ca_name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca_params.distinguished_name.push(rcgen::DnType::CommonName, ca_name);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let key = rcgen::KeyPair::generate().unwrap();
-    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
-        .unwrap()
-        .signed_by(&key, &ca, &ca_key)
-        .unwrap();
-    let paths = (dir.join(format!("{ca_name}.pem")), dir.join("server.pem"), dir.join("server.key"));
-    std::fs::write(&paths.0, ca.pem()).unwrap();
-    std::fs::write(&paths.1, server.pem()).unwrap();
-    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
-    paths
 }
 
 /// `rediss://`: a node reaches a TLS-only Redis (a `redis-server --tls-port` of the

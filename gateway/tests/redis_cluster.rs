@@ -12,6 +12,8 @@
 //!   is lost or applied twice;
 //! - a busy room's slot, and a node's bus channel slot, moved to another master
 //!   mid-game: play goes on;
+//! - a TLS-only Redis Cluster (`rediss://` seeds, TLS cluster bus and replication), its
+//!   CA given with `SSL_CERT_FILE`;
 //! - both `ROOMD__REDIS__URL` and `ROOMD__REDIS__CLUSTER_URLS` set: a clear start-up error.
 //!
 //! These fail, never skip, without `redis-server`.
@@ -26,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::fault_play::{check_logs, play, wait_all_ack_after, Player, Seen};
 use support::procs::{guest, prefix, tally_room, until_sees, Proc, Settings};
-use support::redis_cluster::OwnRedisCluster;
+use support::redis_cluster::{OwnRedisCluster, Tls};
 
 /// These tests start many processes each: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -177,7 +179,7 @@ async fn a_redis_master_killed_mid_game_with_ack_replicas_loses_no_acknowledged_
     cluster.signal(replica.port, "STOP");
     // Cut the replication link too (a stopped replica would still find the master's
     // stream in its socket buffer when it wakes up).
-    support::redis_cluster::cli(master.port, &["CLIENT", "KILL", "TYPE", "replica"]).expect("CLIENT KILL");
+    cluster.cli(master.port, &["CLIENT", "KILL", "TYPE", "replica"]).expect("CLIENT KILL");
     let stopped = Instant::now();
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let unreplicated = table.acks_of(0, stopped + Duration::from_millis(1000), Instant::now());
@@ -235,6 +237,53 @@ async fn a_busy_rooms_slot_and_a_nodes_bus_channel_moved_to_another_master_play_
     }
     let store = cluster_store(&cluster, &prefix).await;
     table.finish(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn nodes_play_through_a_tls_only_redis_cluster_whose_ca_is_in_ssl_cert_file_and_refuse_another() {
+    let _serial = SERIAL.lock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = support::procs::tls_files(dir.path(), "roomd-cluster-ca");
+    let cluster = tokio::task::block_in_place(|| OwnRedisCluster::start_tls(Tls { ca: ca.clone(), cert, key }));
+    let seeds = cluster.seeds();
+    assert!(seeds.starts_with("rediss://"), "{seeds}");
+    let prefix = prefix("rt");
+    // Another CA: the node refuses to start rather than talk to an unverified cluster.
+    let other = dir.path().join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (other_ca, _, _) = support::procs::tls_files(&other, "another-ca");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_roomd"));
+    Settings::cluster("tx", &prefix, "")
+        .unset("ROOMD__REDIS__URL")
+        .set("ROOMD__REDIS__CLUSTER_URLS", &seeds)
+        .set("SSL_CERT_FILE", &other_ca)
+        .apply(&mut cmd);
+    let out = tokio::task::block_in_place(|| cmd.output().unwrap());
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "a node trusting another CA started: {printed}");
+    assert!(printed.contains("cannot reach Redis at ROOMD__REDIS__CLUSTER_URLS"), "{printed}");
+    let ca = ca.to_str().unwrap().to_owned();
+    let env = [("SSL_CERT_FILE", ca.as_str())];
+    let nodes = tokio::task::block_in_place(|| {
+        [node_on_cluster("ta", &prefix, &seeds, &env), node_on_cluster("tb", &prefix, &seeds, &env)]
+    });
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    for node in &nodes {
+        until_sees(&http, node, 2, Duration::from_secs(30)).await;
+    }
+    let table = seat_players(&http, &[&nodes[0], &nodes[1]], 3).await;
+    let started = Instant::now();
+    wait_all_ack_after(&table.seen, started, Duration::from_secs(30)).await.expect("every room plays over TLS");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("and goes on");
+    table.stop.store(true, Ordering::Relaxed);
+    for task in table.tasks {
+        let _ = task.await;
+    }
+    let seen = table.seen.lock().unwrap();
+    assert!(seen.violations.is_empty(), "violations: {:?}", seen.violations);
+    assert!(seen.acked >= 6, "{} acknowledged", seen.acked);
+    assert!(cluster.calls("spublish") > 0, "the bus crossed the TLS cluster");
 }
 
 #[test]

@@ -27,8 +27,9 @@ servers
                         and RSS per second and in the window, deliveries/CPU-s, players
                         per core, KiB per room/connection (from /proc)
                         e.g. --server-pid \"$(pgrep -n roomd)\"
-  --redis-stats URL     a Redis the servers use: its commands, command time and CPU per
-                        acknowledged action in the window (INFO commandstats, INFO cpu)
+  --redis-stats URLS    the Redis the servers use: its commands, command time and CPU per
+                        acknowledged action in the window (INFO commandstats, INFO cpu);
+                        a comma-separated list (a Redis Cluster's processes) is summed
                         e.g. --redis-stats redis://127.0.0.1:18379/
 
 load

@@ -83,13 +83,31 @@ pub fn budget(open: &RedisSample, close: &RedisSample, acks: u64) -> RedisBudget
     b
 }
 
-/// Reads the counters of the Redis at `url` (one short connection).
-pub async fn sample(url: &str) -> anyhow::Result<RedisSample> {
-    let client = redis::Client::open(url).with_context(|| format!("--redis-stats {url}"))?;
-    let mut con = client.get_multiplexed_async_connection().await.with_context(|| format!("connecting to {url}"))?;
-    let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut con).await?;
-    let cpu: String = redis::cmd("INFO").arg("cpu").query_async(&mut con).await?;
-    Ok(parse(&stats, &cpu))
+/// Reads the counters of the Redis at `urls` (one short connection each): one URL, or a
+/// comma-separated list (every process of a Redis Cluster), whose readings are summed.
+pub async fn sample(urls: &str) -> anyhow::Result<RedisSample> {
+    let mut total = RedisSample::default();
+    for url in urls.split(',').map(str::trim).filter(|u| !u.is_empty()) {
+        let client = redis::Client::open(url).with_context(|| format!("--redis-stats {url}"))?;
+        let mut con =
+            client.get_multiplexed_async_connection().await.with_context(|| format!("connecting to {url}"))?;
+        let stats: String = redis::cmd("INFO").arg("commandstats").query_async(&mut con).await?;
+        let cpu: String = redis::cmd("INFO").arg("cpu").query_async(&mut con).await?;
+        total.add(&parse(&stats, &cpu));
+    }
+    Ok(total)
+}
+
+impl RedisSample {
+    /// Adds another server's reading to this one.
+    pub fn add(&mut self, other: &RedisSample) {
+        for (name, (calls, usec)) in &other.calls {
+            let entry = self.calls.entry(name.clone()).or_insert((0, 0));
+            entry.0 += calls;
+            entry.1 += usec;
+        }
+        self.cpu_s += other.cpu_s;
+    }
 }
 
 #[cfg(test)]
@@ -118,6 +136,11 @@ mod tests {
         assert!((b.command_us_per_ack - 24.21).abs() < 1e-9, "{}", b.command_us_per_ack);
         assert!((b.cpu_us_per_ack - 750.0).abs() < 1e-6, "{}", b.cpu_us_per_ack);
         assert_eq!(b.top(2), "publish 1.10, evalsha 1.00");
+        // The processes of a Redis Cluster are summed.
+        let mut both = open.clone();
+        both.add(&close);
+        assert_eq!(both.calls["evalsha"], (1200, 26000));
+        assert!((both.cpu_s - 4.75).abs() < 1e-9);
         assert_eq!(budget(&open, &close, 0).commands_per_ack, 0.0, "no acks: no ratio, no division by zero");
     }
 }

@@ -469,3 +469,23 @@ pub async fn room_on(
     }
     panic!("no room landed on {owner} in {tries} tries");
 }
+
+/// A CA and a server certificate it signed for 127.0.0.1, as PEM files in `dir`:
+/// (ca.pem, server.pem, server.key).
+pub fn tls_files(dir: &std::path::Path, ca_name: &str) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params.distinguished_name.push(rcgen::DnType::CommonName, ca_name);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let key = rcgen::KeyPair::generate().unwrap();
+    let server = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let paths = (dir.join(format!("{ca_name}.pem")), dir.join("server.pem"), dir.join("server.key"));
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, server.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}

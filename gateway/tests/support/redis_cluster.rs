@@ -17,6 +17,15 @@ struct Member {
 pub struct OwnRedisCluster {
     members: Vec<Member>,
     dir: PathBuf,
+    /// TLS only (clients, cluster bus and replication): the CA, certificate and key.
+    tls: Option<Tls>,
+}
+
+#[derive(Clone)]
+pub struct Tls {
+    pub ca: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// A line of `CLUSTER NODES`.
@@ -36,8 +45,12 @@ fn kill_pid(pid: u32, sig: &str) -> bool {
 }
 
 /// `redis-cli -p port args…`: its output, or `None` if the process could not answer.
-pub fn cli(port: u16, args: &[&str]) -> Option<String> {
-    let out = Command::new("redis-cli")
+fn cli_on(tls: Option<&Tls>, port: u16, args: &[&str]) -> Option<String> {
+    let mut cmd = Command::new("redis-cli");
+    if let Some(tls) = tls {
+        cmd.arg("--tls").arg("--cacert").arg(&tls.ca);
+    }
+    let out = cmd
         .args(["-h", "127.0.0.1", "-p", &port.to_string()])
         .args(args)
         .stderr(Stdio::null())
@@ -51,16 +64,28 @@ impl OwnRedisCluster {
     /// Starts the six processes and makes them one cluster; returns once every slot is
     /// served and every master has its replica.
     pub fn start() -> OwnRedisCluster {
+        OwnRedisCluster::start_with(None)
+    }
+
+    /// The same cluster speaking TLS only (`rediss://`), with `tls`'s certificate.
+    pub fn start_tls(tls: Tls) -> OwnRedisCluster {
+        OwnRedisCluster::start_with(Some(tls))
+    }
+
+    fn start_with(tls: Option<Tls>) -> OwnRedisCluster {
         let dir =
             std::env::temp_dir().join(format!("roomd-redis-cluster-{}", engine::Seed::from_os().unwrap().to_hex()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut cluster = OwnRedisCluster { members: Vec::new(), dir };
+        let mut cluster = OwnRedisCluster { members: Vec::new(), dir, tls };
         for _ in 0..6 {
             let port = free_port();
             cluster.members.push(Member { port, child: None });
             cluster.up(port);
         }
         let mut create = Command::new("redis-cli");
+        if let Some(tls) = &cluster.tls {
+            create.arg("--tls").arg("--cacert").arg(&tls.ca);
+        }
         create.arg("--cluster").arg("create");
         for m in &cluster.members {
             create.arg(format!("127.0.0.1:{}", m.port));
@@ -80,8 +105,20 @@ impl OwnRedisCluster {
     pub fn up(&mut self, port: u16) {
         let data = self.dir.join(port.to_string());
         std::fs::create_dir_all(&data).unwrap();
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+        let mut cmd = Command::new("redis-server");
+        match &self.tls {
+            None => cmd.args(["--bind", "127.0.0.1", "--port", &port.to_string()]),
+            Some(tls) => cmd
+                .args(["--bind", "127.0.0.1", "--port", "0", "--tls-port", &port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(&tls.cert)
+                .arg("--tls-key-file")
+                .arg(&tls.key)
+                .arg("--tls-ca-cert-file")
+                .arg(&tls.ca)
+                .args(["--tls-auth-clients", "no", "--tls-cluster", "yes", "--tls-replication", "yes"]),
+        };
+        let child = cmd
             .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
             // Quick failovers, and a replica that was stopped may still be promoted.
             .args(["--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0"])
@@ -101,7 +138,13 @@ impl OwnRedisCluster {
 
     /// `ROOMD__REDIS__CLUSTER_URLS` for this cluster (every process as a seed).
     pub fn seeds(&self) -> String {
-        self.members.iter().map(|m| format!("redis://127.0.0.1:{}/", m.port)).collect::<Vec<_>>().join(",")
+        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        self.members.iter().map(|m| format!("{scheme}://127.0.0.1:{}/", m.port)).collect::<Vec<_>>().join(",")
+    }
+
+    /// `redis-cli` against the member on `port`: its output, or `None` if it could not answer.
+    pub fn cli(&self, port: u16, args: &[&str]) -> Option<String> {
+        cli_on(self.tls.as_ref(), port, args)
     }
 
     pub fn ports(&self) -> Vec<u16> {
@@ -115,7 +158,7 @@ impl OwnRedisCluster {
     /// `CLUSTER NODES` as a live member sees it.
     pub fn nodes(&self) -> Vec<NodeLine> {
         for port in self.live_ports() {
-            let Some(text) = cli(port, &["CLUSTER", "NODES"]) else { continue };
+            let Some(text) = self.cli(port, &["CLUSTER", "NODES"]) else { continue };
             return text.lines().filter_map(parse_node_line).collect();
         }
         panic!("no member of the Redis Cluster answers")
@@ -127,8 +170,8 @@ impl OwnRedisCluster {
         let deadline = Instant::now() + within;
         loop {
             let healthy = self.live_ports().iter().all(|port| {
-                let Some(info) = cli(*port, &["CLUSTER", "INFO"]) else { return false };
-                let Some(nodes) = cli(*port, &["CLUSTER", "NODES"]) else { return false };
+                let Some(info) = self.cli(*port, &["CLUSTER", "INFO"]) else { return false };
+                let Some(nodes) = self.cli(*port, &["CLUSTER", "NODES"]) else { return false };
                 let nodes: Vec<NodeLine> = nodes.lines().filter_map(parse_node_line).collect();
                 let masters: Vec<&NodeLine> = nodes.iter().filter(|n| n.master && !n.failed).collect();
                 info.contains("cluster_state:ok")
@@ -136,7 +179,7 @@ impl OwnRedisCluster {
                     && masters.iter().all(|m| nodes.iter().any(|r| !r.failed && r.master_id.as_deref() == Some(&m.id)))
                     // Every replica has finished its sync with its master.
                     && nodes.iter().filter(|n| !n.master && !n.failed && self.live_ports().contains(&n.port)).all(|r| {
-                        cli(r.port, &["INFO", "replication"]).is_some_and(|i| i.contains("master_link_status:up"))
+                        self.cli(r.port, &["INFO", "replication"]).is_some_and(|i| i.contains("master_link_status:up"))
                     })
             });
             if healthy {
@@ -150,7 +193,7 @@ impl OwnRedisCluster {
     /// The hash slot of `key`.
     pub fn slot(&self, key: &str) -> u16 {
         let port = self.live_ports()[0];
-        cli(port, &["CLUSTER", "KEYSLOT", key]).and_then(|s| s.parse().ok()).expect("CLUSTER KEYSLOT")
+        self.cli(port, &["CLUSTER", "KEYSLOT", key]).and_then(|s| s.parse().ok()).expect("CLUSTER KEYSLOT")
     }
 
     /// The master serving `slot` now, and its replica.
@@ -199,10 +242,10 @@ impl OwnRedisCluster {
         let nodes = self.nodes();
         let target = nodes.iter().find(|n| n.port == to && n.master).expect("the target is a master");
         let slot_s = slot.to_string();
-        assert!(cli(to, &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &from.id]).is_some(), "importing");
-        assert!(cli(from.port, &["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &target.id]).is_some(), "migrating");
+        assert!(self.cli(to, &["CLUSTER", "SETSLOT", &slot_s, "IMPORTING", &from.id]).is_some(), "importing");
+        assert!(self.cli(from.port, &["CLUSTER", "SETSLOT", &slot_s, "MIGRATING", &target.id]).is_some(), "migrating");
         loop {
-            let keys = cli(from.port, &["CLUSTER", "GETKEYSINSLOT", &slot_s, "100"]).unwrap_or_default();
+            let keys = self.cli(from.port, &["CLUSTER", "GETKEYSINSLOT", &slot_s, "100"]).unwrap_or_default();
             let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
             if keys.is_empty() {
                 break;
@@ -210,10 +253,10 @@ impl OwnRedisCluster {
             let port = to.to_string();
             let mut args = vec!["MIGRATE", "127.0.0.1", port.as_str(), "", "0", "5000", "KEYS"];
             args.extend(keys);
-            assert!(cli(from.port, &args).is_some(), "MIGRATE of slot {slot}");
+            assert!(self.cli(from.port, &args).is_some(), "MIGRATE of slot {slot}");
         }
         for master in nodes.iter().filter(|n| n.master && !n.failed) {
-            cli(master.port, &["CLUSTER", "SETSLOT", &slot_s, "NODE", &target.id]);
+            self.cli(master.port, &["CLUSTER", "SETSLOT", &slot_s, "NODE", &target.id]);
         }
     }
 
@@ -222,7 +265,7 @@ impl OwnRedisCluster {
         let masters: Vec<u16> = self.nodes().iter().filter(|n| n.master && !n.failed).map(|n| n.port).collect();
         masters
             .iter()
-            .filter_map(|port| cli(*port, &["INFO", "commandstats"]))
+            .filter_map(|port| self.cli(*port, &["INFO", "commandstats"]))
             .map(|info| {
                 info.lines()
                     .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
