@@ -10,14 +10,15 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::procs::{
-    connect, create_room, get_json, metric, next_within, redis_url, room_on, send, start_tally, tls_files, token,
-    until_all_see, OwnRedis, Proc, Settings, Ws,
+    bus_publish_verb, connect, create_room, get_json, metric, next_within, on_test_redis, redis_cli_target, room_on,
+    send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
 };
 use tokio_tungstenite::tungstenite::Message;
 
-/// A node with a short lease whose ended rooms linger 2 s, on the test Redis.
+/// A node with a short lease whose ended rooms linger 2 s, on the tests' Redis (one Redis,
+/// or the Redis Cluster of `ROOMD_TEST_REDIS_CLUSTER_URLS`: see `on_test_redis`).
 fn node(id: &str, prefix: &str) -> Proc {
-    node_on(id, prefix, &redis_url())
+    Proc::spawn(id, on_test_redis(id, prefix).short_lease().set("ROOMD__ROOMS__ENDED_LINGER_S", "2"))
 }
 
 fn node_on(id: &str, prefix: &str, url: &str) -> Proc {
@@ -307,13 +308,14 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     let prefix = prefix();
     let nodes = [node("ma", &prefix), node("mb", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
-    let url = redis_url();
+    let target = redis_cli_target();
     // Garbage, a truncated frame, an empty message, and a frame of another bus version on
     // node ma's channel.
     let foreign = format!("{}12345678{{}}", char::from(room_actor::cluster::bus::FRAME_VERSION + 1));
     for payload in ["garbage", "\u{1}\u{2}", "", foreign.as_str()] {
         let status = Command::new("redis-cli")
-            .args(["-u", &url, "PUBLISH", &format!("{prefix}:bus:ma"), payload])
+            .args(&target)
+            .args([bus_publish_verb(), &format!("{prefix}:bus:ma"), payload])
             .stdout(Stdio::null())
             .status()
             .expect("redis-cli is installed with redis-server");
@@ -387,9 +389,9 @@ async fn an_ended_room_nobody_watches_closes_and_gives_its_lease_back() {
         other => panic!("unknown owner {other}"),
     };
     let lease_key = format!("{prefix}:{{room:{room}}}:lease");
-    let url = redis_url();
+    let target = redis_cli_target();
     let lease = || {
-        let out = Command::new("redis-cli").args(["-u", &url, "GET", &lease_key]).output().expect("redis-cli runs");
+        let out = Command::new("redis-cli").args(&target).args(["GET", &lease_key]).output().expect("redis-cli runs");
         String::from_utf8_lossy(&out.stdout).trim().to_owned()
     };
     assert!(lease().starts_with(&owner), "the owner holds the lease: {:?}", lease());

@@ -358,6 +358,43 @@ pub fn redis_url() -> String {
     std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test")
 }
 
+/// The Redis the cluster tests run on: the Redis Cluster of `ROOMD_TEST_REDIS_CLUSTER_URLS`
+/// when set (./scripts/test runs the cluster tests a second time on a 6-process Redis
+/// Cluster it starts), else the one Redis of `REDIS_URL`.
+pub fn test_redis_cluster() -> Option<String> {
+    std::env::var("ROOMD_TEST_REDIS_CLUSTER_URLS").ok().filter(|s| !s.trim().is_empty())
+}
+
+/// Cluster node settings on the tests' Redis (see [`test_redis_cluster`]).
+pub fn on_test_redis(id: &str, prefix: &str) -> Settings {
+    match test_redis_cluster() {
+        Some(seeds) => {
+            Settings::cluster(id, prefix, "").unset("ROOMD__REDIS__URL").set("ROOMD__REDIS__CLUSTER_URLS", seeds)
+        }
+        None => Settings::cluster(id, prefix, &redis_url()),
+    }
+}
+
+/// `redis-cli` arguments that reach the tests' Redis (`-c`: follow a cluster's redirects).
+pub fn redis_cli_target() -> Vec<String> {
+    match test_redis_cluster() {
+        Some(seeds) => {
+            let first = seeds.split(',').next().unwrap_or_default().to_owned();
+            vec!["-c".into(), "-u".into(), first]
+        }
+        None => vec!["-u".into(), redis_url()],
+    }
+}
+
+/// The verb that publishes on the bus there (`SPUBLISH` on a Redis Cluster).
+pub fn bus_publish_verb() -> &'static str {
+    if test_redis_cluster().is_some() {
+        "SPUBLISH"
+    } else {
+        "PUBLISH"
+    }
+}
+
 /// A key prefix of the test's own (`roomd-<tag>-<random>`), so tests never see each
 /// other's rooms.
 pub fn prefix(tag: &str) -> String {
