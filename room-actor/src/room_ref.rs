@@ -156,13 +156,21 @@ impl Rooms {
     /// Cluster mode: whether a session should look `room` up again because it may have
     /// moved (its route is on another node, or its actor here stopped, or there is none),
     /// and the lookup, which answers the room's new place, or `None` when it is still
-    /// where it was (or nowhere yet). `None` at once for a live room on this node and in
-    /// embedded mode, where rooms never move.
+    /// where it was (or nowhere yet). `None` at once for a live room on this node, for a
+    /// room on another node that the node's route board (`cluster/routes.rs`) last saw
+    /// still there, and in embedded mode, where rooms never move.
     pub fn follow(&self, room: &str, current: Option<&RoomRef>) -> Option<LocalBoxFuture<'static, Option<RoomRef>>> {
         let cluster = self.cluster.clone()?;
         let was = match current.map(|r| &*r.at) {
             Some(At::Local { handle, .. }) if handle.subscribe.connected() => return None,
-            Some(At::Remote { node, .. }) => Some(node.clone()),
+            Some(At::Remote { node, .. }) => {
+                // The node's board read the room's holder for every session at once: a
+                // lookup of our own only if it is not where our route points.
+                if cluster.routes.hint(room, std::time::Instant::now()).is_some_and(|h| h.as_ref() == Some(node)) {
+                    return None;
+                }
+                Some(node.clone())
+            }
             _ => None,
         };
         let (rooms, room) = (self.clone(), room.to_owned());

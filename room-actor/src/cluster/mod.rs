@@ -1,6 +1,7 @@
 //! Cluster building blocks on Redis: who is alive ([`membership`]), where a room belongs
 //! ([`placement`]), who may write a room's log ([`lease`]), how nodes talk ([`bus`],
-//! [`outbox`]), and the node that ties them together ([`node`]); operators' reads ([`ops`]).
+//! [`outbox`]), and the node that ties them together ([`node`]); where watched rooms are
+//! ([`routes`]); operators' reads ([`ops`]).
 
 pub mod bus;
 pub mod failover;
@@ -11,4 +12,5 @@ pub mod ops;
 pub mod outbox;
 pub mod placement;
 pub mod quota;
+pub mod routes;
 pub mod simulation;

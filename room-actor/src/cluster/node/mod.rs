@@ -12,6 +12,7 @@ use crate::cluster::membership::Membership;
 use crate::cluster::outbox::{Outboxes, RemoteSession};
 use crate::cluster::placement;
 use crate::cluster::quota::RoomQuota;
+use crate::cluster::routes::{self, RouteBoard};
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
@@ -96,6 +97,10 @@ pub struct ClusterNode {
     dead_since: Mutex<HashMap<String, Instant>>,
     /// Wakes the failover scan at once (a node died or left).
     rescan: tokio::sync::Notify,
+    /// Where the rooms this node's sessions watch elsewhere are (`routes.rs`), and what
+    /// wakes its refresh at once (a node died or left).
+    pub routes: RouteBoard,
+    reroute: tokio::sync::Notify,
     /// The first failover scan (which also takes back this node id's old leases) is done.
     scanned_once: AtomicBool,
     /// Notified when an operator asks (over the bus) for this node to drain; the gateway
@@ -146,6 +151,8 @@ impl ClusterNode {
             failover,
             dead_since: Mutex::new(HashMap::new()),
             rescan: tokio::sync::Notify::new(),
+            routes: RouteBoard::new(),
+            reroute: tokio::sync::Notify::new(),
             scanned_once: AtomicBool::new(false),
             drain_request: Arc::new(tokio::sync::Notify::new()),
         })
@@ -317,6 +324,24 @@ impl ClusterNode {
         );
         let node = self.clone();
         actix::spawn(async move {
+            loop {
+                let _ = tokio::time::timeout(routes::REFRESH_EVERY, node.reroute.notified()).await;
+                let rooms = node.routes.due(Instant::now());
+                if rooms.is_empty() {
+                    continue;
+                }
+                match node.leases.holders(&rooms).await {
+                    Ok(tokens) => node.routes.update(
+                        &rooms,
+                        tokens.into_iter().map(|t| t.map(|t| Leases::node_of(&t).to_owned())).collect(),
+                    ),
+                    Err(e) => warn!(error = %e, "watched rooms' holders not read; retrying"),
+                }
+            }
+        });
+
+        let node = self.clone();
+        actix::spawn(async move {
             while let Some(delivered) = rx.recv().await {
                 // Each envelope in order: commands to one room keep their order.
                 for envelope in delivered.envelopes {
@@ -450,6 +475,7 @@ impl ClusterNode {
         }
         if rescan {
             self.rescan.notify_one();
+            self.reroute.notify_one();
         }
         Ok(())
     }
