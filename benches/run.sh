@@ -114,12 +114,18 @@ start_cluster() {
     --dir "$WORK" --logfile "$WORK/redis.log" &
   local redis=$!
   wait_port "$REDIS_PORT"
+  start_nodes "$redis" ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/"
+}
+# start_nodes PIDS SETTING=VALUE: the two bench nodes on core 0 with that Redis setting;
+# SERVER_PID = PIDS (the Redis processes) and the nodes'.
+start_nodes() {
+  local pids=$1 redis_setting=$2
   local secret; secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  local pids=$redis port id
+  local port id
   for id in 1 2; do
     port=$PORT; [[ $id == 2 ]] && port=$PORT2
     env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
-      ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
+      "$redis_setting" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
       taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$id.log" 2>&1 &
     pids="$pids,$!"
   done
@@ -131,7 +137,7 @@ start_cluster() {
 # REDIS_STATS names its three processes.
 start_redis_cluster() {
   command -v redis-server >/dev/null || { echo "roomd-cluster-tally-rc needs redis-server" >&2; return 1; }
-  local pids="" seeds="" stats="" p
+  local pids="" seeds="" p
   for p in "$REDIS_PORT" $((REDIS_PORT + 1)) $((REDIS_PORT + 2)); do
     mkdir -p "$WORK/rc-$p"
     taskset -c 0 redis-server --bind 127.0.0.1 --port "$p" --save "" --appendonly no --cluster-enabled yes \
@@ -144,18 +150,7 @@ start_redis_cluster() {
     --cluster-yes >"$WORK/rc-create.log" 2>&1
   until redis-cli -p "$REDIS_PORT" cluster info | grep -q cluster_state:ok; do sleep 0.2; done
   REDIS_STATS=$seeds
-  local secret; secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  local port id
-  for id in 1 2; do
-    port=$PORT; [[ $id == 2 ]] && port=$PORT2
-    env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
-      ROOMD__REDIS__CLUSTER_URLS="$seeds" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
-      taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$id.log" 2>&1 &
-    pids="$pids,$!"
-  done
-  SERVER_PID=$pids
-  wait_port "$PORT"; wait_port "$PORT2"
-  sleep 2 # both nodes see each other (membership heartbeats)
+  start_nodes "$pids" ROOMD__REDIS__CLUSTER_URLS="$seeds"
 }
 start_limit() {
   taskset -c 0 "$BIN/limit_server" "$LIMIT_PORT" >"$WORK/limit.log" 2>&1 &

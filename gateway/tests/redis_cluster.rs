@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::fault_play::{check_logs, play, wait_all_ack_after, Player, Seen};
-use support::procs::{guest, prefix, tally_room, until_sees, Proc, Settings};
+use support::procs::{get_json, guest, prefix, tally_room, until_sees, Proc, Settings};
 use support::redis_cluster::{OwnRedisCluster, Tls};
 
 /// These tests start many processes each: one at a time.
@@ -43,6 +43,16 @@ fn node_on_cluster(id: &str, prefix: &str, seeds: &str, env: &[(&str, &str)]) ->
         .set("ROOMD__WS__BURST", "1000")
         .with(env);
     Proc::spawn(id, settings)
+}
+
+/// Two nodes on the Redis Cluster `seeds`, once they see each other, and an HTTP client.
+async fn two_nodes(ids: [&str; 2], prefix: &str, seeds: &str, env: &[(&str, &str)]) -> ([Proc; 2], reqwest::Client) {
+    let nodes = tokio::task::block_in_place(|| ids.map(|id| node_on_cluster(id, prefix, seeds, env)));
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
+    for node in &nodes {
+        until_sees(&http, node, 2, Duration::from_secs(30)).await;
+    }
+    (nodes, http)
 }
 
 /// Players on both nodes in `rooms` tally rooms: room `i` is created through node `i % 2`
@@ -114,27 +124,13 @@ async fn nodes_play_across_each_other_over_sharded_pub_sub_and_survive_a_node_ki
     let cluster = tokio::task::block_in_place(OwnRedisCluster::start);
     let prefix = prefix("rc");
     let seeds = cluster.seeds();
-    let mut nodes = tokio::task::block_in_place(|| {
-        [node_on_cluster("ka", &prefix, &seeds, &[]), node_on_cluster("kb", &prefix, &seeds, &[])]
-    });
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    for node in &nodes {
-        until_sees(&http, node, 2, Duration::from_secs(30)).await;
-    }
+    let (mut nodes, http) = two_nodes(["ka", "kb"], &prefix, &seeds, &[]).await;
     let table = seat_players(&http, &[&nodes[0], &nodes[1]], 6).await;
     wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
 
     // The lobby reads rooms spread over many slots.
     let (_, lister) = guest(&http, &nodes[0].base, "lister").await;
-    let listed: Value = http
-        .get(format!("{}/api/rooms?game=tally&limit=200", nodes[1].base))
-        .bearer_auth(&lister)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = get_json(&http, format!("{}/api/rooms?game=tally&limit=200", nodes[1].base), &lister).await;
     let ids: Vec<&str> = listed.as_array().unwrap().iter().filter_map(|r| r["roomId"].as_str()).collect();
     for room in &table.rooms {
         assert!(ids.contains(&room.as_str()), "{room} is not in the lobby: {listed}");
@@ -160,13 +156,7 @@ async fn a_redis_master_killed_mid_game_with_ack_replicas_loses_no_acknowledged_
     let prefix = prefix("rk");
     let seeds = cluster.seeds();
     let acks = [("ROOMD__REDIS__ACK_REPLICAS", "1"), ("ROOMD__REDIS__ACK_TIMEOUT_MS", "300")];
-    let nodes = tokio::task::block_in_place(|| {
-        [node_on_cluster("ma", &prefix, &seeds, &acks), node_on_cluster("mb", &prefix, &seeds, &acks)]
-    });
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    for node in &nodes {
-        until_sees(&http, node, 2, Duration::from_secs(30)).await;
-    }
+    let (nodes, http) = two_nodes(["ma", "mb"], &prefix, &seeds, &acks).await;
     let table = seat_players(&http, &[&nodes[0], &nodes[1]], 4).await;
     wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
 
@@ -205,13 +195,7 @@ async fn a_busy_rooms_slot_and_a_nodes_bus_channel_moved_to_another_master_play_
     let cluster = tokio::task::block_in_place(OwnRedisCluster::start);
     let prefix = prefix("rm");
     let seeds = cluster.seeds();
-    let nodes = tokio::task::block_in_place(|| {
-        [node_on_cluster("sa", &prefix, &seeds, &[]), node_on_cluster("sb", &prefix, &seeds, &[])]
-    });
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    for node in &nodes {
-        until_sees(&http, node, 2, Duration::from_secs(30)).await;
-    }
+    let (nodes, http) = two_nodes(["sa", "sb"], &prefix, &seeds, &[]).await;
     let table = seat_players(&http, &[&nodes[0], &nodes[1]], 4).await;
     wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
 
@@ -264,13 +248,7 @@ async fn nodes_play_through_a_tls_only_redis_cluster_whose_ca_is_in_ssl_cert_fil
     assert!(printed.contains("cannot reach Redis at ROOMD__REDIS__CLUSTER_URLS"), "{printed}");
     let ca = ca.to_str().unwrap().to_owned();
     let env = [("SSL_CERT_FILE", ca.as_str())];
-    let nodes = tokio::task::block_in_place(|| {
-        [node_on_cluster("ta", &prefix, &seeds, &env), node_on_cluster("tb", &prefix, &seeds, &env)]
-    });
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
-    for node in &nodes {
-        until_sees(&http, node, 2, Duration::from_secs(30)).await;
-    }
+    let (nodes, http) = two_nodes(["ta", "tb"], &prefix, &seeds, &env).await;
     let table = seat_players(&http, &[&nodes[0], &nodes[1]], 3).await;
     let started = Instant::now();
     wait_all_ack_after(&table.seen, started, Duration::from_secs(30)).await.expect("every room plays over TLS");
