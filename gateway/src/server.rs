@@ -245,12 +245,14 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
         }
         return serve(state);
     };
-    let redis = RedisStore::connect_to(&target, &settings.redis.prefix)
-        .await
-        .map_err(|e| StartError::Config(format!("cannot reach Redis at {}: {e}", target.setting())))?
-        .with_acks(&target, settings.redis.ack_replicas, settings.redis.ack_timeout_ms)
-        .await
-        .map_err(|e| StartError::Config(format!("cannot reach Redis at {}: {e}", target.setting())))?;
+    let connected = async {
+        RedisStore::connect_to(&target, &settings.redis.prefix)
+            .await?
+            .with_acks(&target, settings.redis.ack_replicas, settings.redis.ack_timeout_ms)
+            .await
+    };
+    let redis =
+        connected.await.map_err(|e| StartError::Config(format!("cannot reach Redis at {}: {e}", target.setting())))?;
     // Rooms an older roomd created join the lobby index (once per cluster).
     match redis.index_lobby().await {
         Ok(0) => {}

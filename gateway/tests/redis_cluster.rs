@@ -252,7 +252,6 @@ async fn nodes_play_through_a_tls_only_redis_cluster_whose_ca_is_in_ssl_cert_fil
     let table = seat_players(&http, &[&nodes[0], &nodes[1]], 3).await;
     let started = Instant::now();
     wait_all_ack_after(&table.seen, started, Duration::from_secs(30)).await.expect("every room plays over TLS");
-    tokio::time::sleep(Duration::from_secs(1)).await;
     wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("and goes on");
     table.stop.store(true, Ordering::Relaxed);
     for task in table.tasks {

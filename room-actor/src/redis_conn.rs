@@ -77,13 +77,6 @@ impl RedisTarget {
         }
     }
 
-    fn tls(&self) -> bool {
-        match self {
-            RedisTarget::Single(url) => url.starts_with("rediss://"),
-            RedisTarget::Cluster(seeds) => seeds.iter().any(|s| s.starts_with("rediss://")),
-        }
-    }
-
     /// A cluster client for the seeds (`push`: where sharded messages go, for the bus).
     pub fn cluster_client(
         seeds: &[String],
@@ -103,10 +96,10 @@ impl RedisTarget {
 
     /// Connects (the connection reconnects by itself afterwards).
     pub async fn connect(&self) -> Result<RedisConn, StoreError> {
-        install_tls_provider(self.tls());
         let unavailable = |e: redis::RedisError| StoreError::Unavailable(e.to_string());
         match self {
             RedisTarget::Single(url) => {
+                install_tls_provider(url.starts_with("rediss://"));
                 let client = redis::Client::open(url.as_str()).map_err(unavailable)?;
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(TIMEOUT)

@@ -297,7 +297,7 @@ impl RedisStore {
         let room = room(&game_pk)?;
         let bytes = encode(&entry)?;
         let keys = [self.keys.log(room, &game_pk), self.keys.seq(room, &game_pk), self.keys.lease(room)];
-        let result: Result<i64, RedisError> = match &self.acks {
+        let result: Result<(), RedisError> = match &self.acks {
             None => {
                 let mut conn = self.conn.clone();
                 self.append
@@ -307,7 +307,7 @@ impl RedisStore {
                     .arg(token)
                     .invoke_async::<u64>(&mut conn)
                     .await
-                    .map(|_| i64::MAX)
+                    .map(drop)
             }
             Some(acks) => {
                 let seq = entry.seq.to_string();
@@ -315,16 +315,18 @@ impl RedisStore {
                 pipe.add_command(evalsha(&self.append, &keys, &[seq.as_bytes(), &bytes, token.as_bytes()]))
                     .ignore()
                     .add_command(acks.wait());
-                RedisStore::with_script(&acks.conn(room), APPEND_LUA, &pipe).await.map(|(got,): (i64,)| got)
+                match RedisStore::with_script(&acks.conn(room), APPEND_LUA, &pipe).await {
+                    // Stored on the master, not (yet) on enough replicas: not acknowledged.
+                    // The room retries the same entry, which the log then already has.
+                    Ok((got,)) if got < i64::from(acks.replicas) => {
+                        return Err(StoreError::Unknown(acks.short("the entry", got)));
+                    }
+                    replicated => replicated.map(|(_,): (i64,)| ()),
+                }
             }
         };
         match result {
-            Ok(got) if self.acks.as_ref().is_some_and(|a| got < i64::from(a.replicas)) => {
-                // Stored on the master, not (yet) on enough replicas: not acknowledged.
-                // The room retries the same entry, which the log then already has.
-                Err(StoreError::Unknown(self.acks.as_ref().map(|a| a.short("the entry", got)).unwrap_or_default()))
-            }
-            Ok(_) => Ok(()),
+            Ok(()) => Ok(()),
             Err(e) if e.code() == Some("FENCED") => Err(StoreError::Fenced),
             Err(e) if e.code() == Some("CONFLICT") => Err(StoreError::Conflict {
                 game_pk,

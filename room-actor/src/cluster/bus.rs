@@ -291,8 +291,8 @@ async fn listen_sharded(
     let client = RedisTarget::cluster_client(seeds, Some(push_tx))?;
     let mut conn = client.get_async_connection().await?;
     conn.ssubscribe(channel).await?;
-    let mut assert = tokio::time::interval(RESUBSCRIBE_EVERY);
-    assert.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut reassert = tokio::time::interval(RESUBSCRIBE_EVERY);
+    reassert.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             push = pushes.recv() => {
@@ -314,7 +314,7 @@ async fn listen_sharded(
                     _ => {}
                 }
             }
-            _ = assert.tick() => {
+            _ = reassert.tick() => {
                 if tx.is_closed() {
                     return Ok(Listened::Stopped);
                 }
