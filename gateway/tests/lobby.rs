@@ -53,7 +53,7 @@ fn room(i: usize) -> RoomInfo {
     RoomInfo {
         room_id: format!("r_lobby{i:05}"),
         game: if i.is_multiple_of(3) { "halli-galli" } else { "tally" }.into(),
-        options: json!({}),
+        options: json!({}).into(),
         host: PlayerId::from(format!("u_host{i}")),
         seats: vec![],
         status: if i.is_multiple_of(5) { RoomStatus::Playing } else { RoomStatus::Waiting },

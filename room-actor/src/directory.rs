@@ -9,24 +9,47 @@ use crate::messages::{
 use actix::prelude::*;
 use engine::PlayerId;
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
-/// Everything that talks to a room, without knowing its game type.
+/// Everything that talks to a room, without knowing its game type: the room's one
+/// address, shared. (A `Recipient` per message type would cost its own sender state,
+/// ~110 bytes each, for every copy of the handle: ~1.5 KB per room and copy.)
 #[derive(Clone)]
-pub struct RoomHandle {
-    pub subscribe: Recipient<Subscribe>,
-    pub unsubscribe: Recipient<Unsubscribe>,
-    pub act: Recipient<Act>,
-    pub rtt: Recipient<RttSample>,
-    pub info: Recipient<GetInfo>,
-    pub take_seat: Recipient<TakeSeat>,
-    pub leave_seat: Recipient<LeaveSeat>,
-    pub remove_seat: Recipient<RemoveSeat>,
-    pub start: Recipient<Start>,
-    pub handover: Recipient<Handover>,
-    pub close: Recipient<Close>,
-    pub kick: Recipient<Kick>,
-    pub inspect: Recipient<Inspect>,
+pub struct RoomHandle(Arc<dyn Mailbox>);
+
+/// A room's mailbox by message type: [`RoomHandle`]'s game-independent face of a
+/// room actor's address. The hot verbs send at once (`try_send`: a full mailbox
+/// refuses); the others hand out a recipient to `send` and await.
+pub trait Mailbox: Send + Sync + 'static {
+    fn subscribe(&self, msg: Subscribe) -> Result<(), SendError<Subscribe>>;
+    fn unsubscribe(&self, msg: Unsubscribe) -> Result<(), SendError<Unsubscribe>>;
+    fn act(&self, msg: Act) -> Result<(), SendError<Act>>;
+    fn rtt(&self, msg: RttSample) -> Result<(), SendError<RttSample>>;
+    /// `false` once the actor has stopped.
+    fn connected(&self) -> bool;
+    fn info(&self) -> Recipient<GetInfo>;
+    fn take_seat(&self) -> Recipient<TakeSeat>;
+    fn leave_seat(&self) -> Recipient<LeaveSeat>;
+    fn remove_seat(&self) -> Recipient<RemoveSeat>;
+    fn start(&self) -> Recipient<Start>;
+    fn handover(&self) -> Recipient<Handover>;
+    fn close(&self) -> Recipient<Close>;
+    fn kick(&self) -> Recipient<Kick>;
+    fn inspect(&self) -> Recipient<Inspect>;
+}
+
+impl RoomHandle {
+    pub fn new(mailbox: impl Mailbox) -> RoomHandle {
+        RoomHandle(Arc::new(mailbox))
+    }
+}
+
+impl std::ops::Deref for RoomHandle {
+    type Target = dyn Mailbox;
+
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref()
+    }
 }
 
 struct Entry {

@@ -4,6 +4,7 @@
 
 use engine::PlayerId;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// A seat in a room.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -29,7 +30,7 @@ pub enum RoomStatus {
 pub struct RoomInfo {
     pub room_id: String,
     pub game: String,
-    pub options: serde_json::Value,
+    pub options: Arc<serde_json::Value>,
     pub host: PlayerId,
     pub seats: Vec<SeatInfo>,
     pub status: RoomStatus,

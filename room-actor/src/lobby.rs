@@ -91,7 +91,7 @@ mod tests {
         RoomInfo {
             room_id: id.into(),
             game: game.into(),
-            options: serde_json::json!({}),
+            options: serde_json::json!({}).into(),
             host: PlayerId::from("h"),
             seats: vec![],
             status: RoomStatus::Waiting,

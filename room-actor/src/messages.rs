@@ -4,6 +4,7 @@
 use crate::info::RoomInfo;
 use crate::wire;
 use actix::prelude::*;
+pub use bytestring::ByteString;
 use engine::PlayerId;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -13,12 +14,13 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(pub u64);
 
-/// JSON text for one client.
+/// JSON text for one client. A [`ByteString`] (shared bytes) so a frame fanned out to many
+/// sessions is written to each socket without a copy of its own.
 #[derive(Message, Clone, Debug)]
 #[rtype(result = "()")]
 pub struct ToClient {
     /// A complete server → client message (`wire.rs`).
-    pub text: Arc<str>,
+    pub text: ByteString,
     /// Send `text`, then close the socket: the room dropped this slow subscriber.
     pub close: bool,
     /// Set on `room_moved` and `room_unavailable` frames: the session's route to this
@@ -28,18 +30,18 @@ pub struct ToClient {
 
 impl ToClient {
     /// A frame to send as it is.
-    pub fn frame(text: impl Into<Arc<str>>) -> ToClient {
+    pub fn frame(text: impl Into<ByteString>) -> ToClient {
         ToClient { text: text.into(), close: false, stale_route: None }
     }
 
     /// The last frame: the socket closes after it (a slow subscriber dropped).
-    pub fn closing(text: impl Into<Arc<str>>) -> ToClient {
+    pub fn closing(text: impl Into<ByteString>) -> ToClient {
         ToClient { text: text.into(), close: true, stale_route: None }
     }
 
     /// A frame after which the session's route to `room` is stale (`wire::room_moved`,
     /// `wire::resend`, `wire::room_unavailable`).
-    pub fn stale(room: &str, text: impl Into<Arc<str>>) -> ToClient {
+    pub fn stale(room: &str, text: impl Into<ByteString>) -> ToClient {
         ToClient { text: text.into(), close: false, stale_route: Some(room.into()) }
     }
 }

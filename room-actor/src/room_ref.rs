@@ -162,7 +162,7 @@ impl Rooms {
     pub fn follow(&self, room: &str, current: Option<&RoomRef>) -> Option<LocalBoxFuture<'static, Option<RoomRef>>> {
         let cluster = self.cluster.clone()?;
         let was = match current.map(|r| &*r.at) {
-            Some(At::Local { handle, .. }) if handle.subscribe.connected() => return None,
+            Some(At::Local { handle, .. }) if handle.connected() => return None,
             Some(At::Remote { node, .. }) => {
                 // The node's board read the room's holder for every session at once: a
                 // lookup of our own only if it is not where our route points.
@@ -240,7 +240,7 @@ impl RoomRef {
     /// The room's public info (a room no node runs: its stored info).
     pub async fn info(&self) -> Result<RoomInfo, RoomOpError> {
         match &*self.at {
-            At::Local { handle, .. } => Ok(handle.info.send(GetInfo).await?),
+            At::Local { handle, .. } => Ok(handle.info().send(GetInfo).await?),
             At::Remote { .. } => match self.ask(|req| RoomCmd::Info { req }).await {
                 Reply::Info(json) => decoded(Some(Ok(json))),
                 _ => Err(RoomOpError::unavailable()),
@@ -252,7 +252,7 @@ impl RoomRef {
     /// Sit down (`bot: false`) or, for the host, add a bot.
     pub async fn take_seat(&self, user: PlayerId, name: String, bot: bool) -> Result<RoomInfo, RoomOpError> {
         if let At::Local { handle, .. } = &*self.at {
-            return handle.take_seat.send(TakeSeat { user, name, bot }).await?;
+            return handle.take_seat().send(TakeSeat { user, name, bot }).await?;
         }
         decoded(seat_answer(self.ask(|req| RoomCmd::TakeSeat { req, user: user.to_string(), name, bot }).await))
     }
@@ -260,7 +260,7 @@ impl RoomRef {
     /// Leave the seat (before the start) or the game (`on_leave`).
     pub async fn leave_seat(&self, user: PlayerId) -> Result<RoomInfo, RoomOpError> {
         if let At::Local { handle, .. } = &*self.at {
-            return handle.leave_seat.send(LeaveSeat { user }).await?;
+            return handle.leave_seat().send(LeaveSeat { user }).await?;
         }
         decoded(seat_answer(self.ask(|req| RoomCmd::LeaveSeat { req, user: user.to_string() }).await))
     }
@@ -268,7 +268,7 @@ impl RoomRef {
     /// The host (`by`) removes `user`'s seat before the start.
     pub async fn remove_seat(&self, by: PlayerId, user: PlayerId) -> Result<RoomInfo, RoomOpError> {
         if let At::Local { handle, .. } = &*self.at {
-            return handle.remove_seat.send(RemoveSeat { by, user }).await?;
+            return handle.remove_seat().send(RemoveSeat { by, user }).await?;
         }
         let cmd = |req| RoomCmd::RemoveSeat { req, by: by.to_string(), user: user.to_string() };
         decoded(seat_answer(self.ask(cmd).await))
@@ -277,7 +277,7 @@ impl RoomRef {
     /// Start the game (host only): the new game's pk.
     pub async fn start(&self, user: PlayerId) -> Result<String, RoomOpError> {
         if let At::Local { handle, .. } = &*self.at {
-            return handle.start.send(Start { user }).await?;
+            return handle.start().send(Start { user }).await?;
         }
         match self.ask(|req| RoomCmd::Start { req, user: user.to_string() }).await {
             Reply::Start(answer) => answer,
@@ -288,7 +288,7 @@ impl RoomRef {
     /// Operators: end the room now; its info as it was closed.
     pub async fn close(&self, reason: String) -> Result<RoomInfo, RoomOpError> {
         if let At::Local { handle, .. } = &*self.at {
-            return handle.close.send(Close { reason }).await?;
+            return handle.close().send(Close { reason }).await?;
         }
         decoded(admin_answer(self.ask(|req| RoomCmd::Close { req, reason }).await))
     }
@@ -296,7 +296,7 @@ impl RoomRef {
     /// Operators: remove `user` from the room for its life.
     pub async fn kick(&self, user: PlayerId, reason: String) -> Result<RoomInfo, RoomOpError> {
         if let At::Local { handle, .. } = &*self.at {
-            return handle.kick.send(Kick { user, reason }).await?;
+            return handle.kick().send(Kick { user, reason }).await?;
         }
         decoded(admin_answer(self.ask(|req| RoomCmd::Kick { req, user: user.to_string(), reason }).await))
     }
@@ -305,7 +305,7 @@ impl RoomRef {
     pub async fn inspect(&self) -> Result<Inspection, RoomOpError> {
         match &*self.at {
             At::Local { handle, node } => {
-                Ok(Inspection::Live { view: handle.inspect.send(Inspect).await?, node: node.clone() })
+                Ok(Inspection::Live { view: handle.inspect().send(Inspect).await?, node: node.clone() })
             }
             At::Remote { node, .. } => {
                 let view = decoded(admin_answer(self.ask(|req| RoomCmd::Inspect { req }).await))?;
@@ -336,9 +336,9 @@ impl RoomRef {
             return self.tell(caller, cmd, None);
         };
         let out = caller.out.clone();
-        let _ = handle.subscribe.try_send(Subscribe { session: caller.session, user: caller.user.clone(), out });
+        let _ = handle.subscribe(Subscribe { session: caller.session, user: caller.user.clone(), out });
         if let Some(rtt_ms) = rtt_ms {
-            let _ = handle.rtt.try_send(RttSample { user: caller.user.clone(), rtt_ms });
+            let _ = handle.rtt(RttSample { user: caller.user.clone(), rtt_ms });
         }
     }
 
@@ -346,7 +346,7 @@ impl RoomRef {
     pub fn unsubscribe(&self, caller: &Caller) {
         match &*self.at {
             At::Local { handle, .. } => {
-                let _ = handle.unsubscribe.try_send(Unsubscribe { session: caller.session });
+                let _ = handle.unsubscribe(Unsubscribe { session: caller.session });
             }
             _ => self.tell(caller, RoomCmd::Unsubscribe { session: caller.session.0 }, None),
         }
@@ -370,17 +370,14 @@ impl RoomRef {
         };
         let (session, user, out) = (caller.session, caller.user.clone(), caller.out.clone());
         let hop = Duration::ZERO;
-        handle
-            .act
-            .try_send(Act { session, user, cs, action, out, received, hop })
-            .map_err(|_| RoomOpError::unavailable())
+        handle.act(Act { session, user, cs, action, out, received, hop }).map_err(|_| RoomOpError::unavailable())
     }
 
     /// A fresh RTT estimate of the caller.
     pub fn rtt(&self, caller: &Caller, rtt_ms: u32) {
         match &*self.at {
             At::Local { handle, .. } => {
-                let _ = handle.rtt.try_send(RttSample { user: caller.user.clone(), rtt_ms });
+                let _ = handle.rtt(RttSample { user: caller.user.clone(), rtt_ms });
             }
             _ => self.tell(caller, RoomCmd::Rtt { user: caller.user.to_string(), rtt_ms }, None),
         }

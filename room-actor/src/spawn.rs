@@ -6,6 +6,7 @@ use crate::room::{RoomActor, RoomDeps, RoomSpec};
 use engine::options::{self, OptionsError};
 use engine::registry::{self, GameVisitor};
 use engine::{Game, PlayerId, Seed};
+use std::sync::Arc;
 use thiserror::Error;
 
 #[derive(Debug, Error)]
@@ -37,7 +38,7 @@ impl GameVisitor for SpawnVisitor {
 
     fn visit<G: Game>(self) -> Self::Output {
         let opts = options::parse::<G>(self.new.options.as_ref())?;
-        let options_json = serde_json::to_value(&opts).map_err(|e| OptionsError::Decode(e.to_string()))?;
+        let options_json = Arc::new(serde_json::to_value(&opts).map_err(|e| OptionsError::Decode(e.to_string()))?);
         let spec = RoomSpec {
             room_id: self.new.room_id,
             options: opts,
@@ -66,7 +67,7 @@ impl GameVisitor for DescribeVisitor<'_> {
         Ok(RoomInfo {
             room_id: self.new.room_id.clone(),
             game: G::ID.to_owned(),
-            options: serde_json::to_value(&opts).map_err(|e| OptionsError::Decode(e.to_string()))?,
+            options: Arc::new(serde_json::to_value(&opts).map_err(|e| OptionsError::Decode(e.to_string()))?),
             host: self.new.host.clone(),
             seats: vec![SeatInfo { user_id: self.new.host.clone(), name: self.new.host_name.clone(), bot: false }],
             status: RoomStatus::Waiting,

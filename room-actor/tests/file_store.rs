@@ -228,7 +228,7 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
     room_actor::RoomInfo {
         room_id: id.into(),
         game: "tally".into(),
-        options: serde_json::json!({"target": 10}),
+        options: serde_json::json!({"target": 10}).into(),
         host: "a".into(),
         seats: vec![],
         status: room_actor::RoomStatus::Waiting,

@@ -15,7 +15,7 @@ use support::*;
 async fn started_tally(node: &Node, target: serde_json::Value) -> (room_actor::RoomHandle, String) {
     let room = node.room("r1", "tally", json!({ "target": target }), "alice", 60);
     seat(&room, "bob").await;
-    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
     (room, pk)
 }
 
@@ -92,7 +92,7 @@ async fn finished_game_sends_result_and_is_recorded_and_rebuilds_identically() {
     let result = alice.next_of("result").await;
     assert_eq!(result["gamePk"], pk.as_str());
     assert_eq!(result["result"]["ranking"][0][0], "alice");
-    let info = room.info.send(GetInfo).await.unwrap();
+    let info = room.info().send(GetInfo).await.unwrap();
     assert_eq!(info.status, RoomStatus::Ended);
 
     let record = node.store.record(&pk).await.unwrap().expect("recorded");
@@ -115,7 +115,7 @@ async fn bots_alone_play_tally_to_the_end() {
     add_bot(&room, "alice").await;
     add_bot(&room, "alice").await;
     let mut watcher = Client::new(9, "alice");
-    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
     watcher.subscribe(&room);
     let result = watcher.next_of("result").await;
     assert_eq!(result["gamePk"], pk.as_str());
@@ -130,24 +130,24 @@ async fn host_controls_bots_and_start_and_seats_are_bounded() {
     let node = Node::new(Clock::System);
     let room = node.room("h", "tally", json!({}), "alice", 60);
     let err = room
-        .take_seat
+        .take_seat()
         .send(room_actor::messages::TakeSeat { user: "bob".into(), name: "b".into(), bot: true })
         .await
         .unwrap();
     assert_eq!(err.unwrap_err().code, "not_host");
-    let err = room.start.send(Start { user: "bob".into() }).await.unwrap();
+    let err = room.start().send(Start { user: "bob".into() }).await.unwrap();
     assert_eq!(err.unwrap_err().code, "not_host");
     for _ in 0..7 {
         add_bot(&room, "alice").await;
     }
     let full = room
-        .take_seat
+        .take_seat()
         .send(room_actor::messages::TakeSeat { user: "carol".into(), name: "c".into(), bot: false })
         .await
         .unwrap();
     assert_eq!(full.unwrap_err().code, "room_full");
-    room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
-    let again = room.start.send(Start { user: "alice".into() }).await.unwrap();
+    room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let again = room.start().send(Start { user: "alice".into() }).await.unwrap();
     assert_eq!(again.unwrap_err().code, "already_started");
 }
 
@@ -193,7 +193,7 @@ async fn a_restored_room_holds_deadlines_for_30_s_and_time_never_runs_backwards(
     add_bot(&room, "alice").await;
     let mut alice = Client::new(1, "alice");
     alice.subscribe(&room);
-    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
     // Let the bots and alice's timeouts play a while, then the node "dies".
     loop {
         let update = alice.next_of("update").await;
@@ -201,7 +201,7 @@ async fn a_restored_room_holds_deadlines_for_30_s_and_time_never_runs_backwards(
             break;
         }
     }
-    room.handover.send(Handover).await.unwrap();
+    room.handover().send(Handover).await.unwrap();
     let before = node.store.load(&pk).await.unwrap().unwrap();
     let last_at = before.entries.last().unwrap().at;
     let info = node.store.room("cp").await.unwrap().unwrap();
@@ -238,9 +238,10 @@ async fn a_player_who_left_stays_timed_out_after_closing_or_reopening_their_sock
     let bob = Client::new(2, "bob");
     alice.subscribe(&room);
     bob.subscribe(&room);
-    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
-    room.leave_seat.send(LeaveSeat { user: "bob".into() }).await.unwrap().unwrap();
-    room.unsubscribe.send(Unsubscribe { session: bob.session }).await.unwrap();
+    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    room.leave_seat().send(LeaveSeat { user: "bob".into() }).await.unwrap().unwrap();
+    room.unsubscribe(Unsubscribe { session: bob.session }).unwrap();
+    room.info().send(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
     let mut cs = 0;
     let mut resubscribed = false;
     loop {

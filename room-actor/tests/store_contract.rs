@@ -129,7 +129,7 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
     room_actor::RoomInfo {
         room_id: id.into(),
         game: "tally".into(),
-        options: serde_json::json!({"target": 10}),
+        options: serde_json::json!({"target": 10}).into(),
         host: "a".into(),
         seats: vec![room_actor::directory::SeatInfo { user_id: "a".into(), name: "에이".into(), bot: false }],
         status: room_actor::RoomStatus::Waiting,
@@ -195,7 +195,7 @@ async fn a_room_on_redis_plays_and_rebuilds_identically() {
     node.deps.snapshot_every = 4;
     let room = node.room("r_redis", "tally", json!({"target": 10}), "alice", 60);
     support::seat(&room, "bob").await;
-    let pk = room.start.send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
     let mut alice = support::Client::new(1, "alice");
     alice.subscribe(&room);
     for cs in 1..=10 {

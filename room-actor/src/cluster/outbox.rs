@@ -11,7 +11,7 @@
 
 use crate::cluster::bus::{Envelope, Publisher, SessionFrame};
 use crate::error::StoreError;
-use crate::messages::ToClient;
+use crate::messages::{ByteString, ToClient};
 use actix::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -144,7 +144,7 @@ struct Batch {
     sessions: usize,
     texts: Vec<String>,
     frames: Vec<SessionFrame>,
-    index: HashMap<Arc<str>, u32>,
+    index: HashMap<ByteString, u32>,
 }
 
 impl Batch {
@@ -231,13 +231,13 @@ mod tests {
         Item::Envelope { envelope: act_envelope(cs), done: None }
     }
 
-    fn to(session: u64, text: &Arc<str>) -> Item {
+    fn to(session: u64, text: &ByteString) -> Item {
         Item::Session { session, msg: ToClient::frame(text.clone()) }
     }
 
     #[test]
     fn a_batch_keeps_the_order_and_stores_each_text_once_per_run_of_session_messages() {
-        let (update, other) = (Arc::<str>::from("update"), Arc::<str>::from("other"));
+        let (update, other) = (ByteString::from_static("update"), ByteString::from_static("other"));
         let mut batch = Batch::default();
         for item in [to(1, &update), to(2, &update), to(3, &other), act(1), to(1, &other), act(2)] {
             batch.add(item);

@@ -9,7 +9,6 @@ use crate::wire;
 use actix::prelude::*;
 use engine::{Actor as GameActor, Game, GameResult, PlayerId};
 use std::collections::VecDeque;
-use std::sync::Arc;
 use tracing::info;
 
 /// The largest operator reason kept (characters).
@@ -143,7 +142,7 @@ impl<G: Game> Handler<Kick> for RoomActor<G> {
         if !self.admin.kicked.contains(&msg.user) {
             self.admin.kicked.push(msg.user.clone());
         }
-        let text: Arc<str> =
+        let text: ByteString =
             wire::error("kicked", &format!("운영자가 이 방에서 내보냈어요: {reason}"), Some(&self.id), None).into();
         for session in watching {
             if let Some(sub) = self.audience.subs.remove(&session) {

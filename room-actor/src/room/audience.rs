@@ -8,7 +8,6 @@ use actix::prelude::*;
 use engine::schedule::Presence;
 use engine::{Game, PlayerId, ViewCtx};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
 use tracing::{error, warn};
 
 pub(super) struct Sub {
@@ -32,7 +31,7 @@ pub(super) struct Audience {
 
 impl<G: Game> RoomActor<G> {
     /// Sends without waiting; `false` if the session's mailbox is full (a slow reader).
-    pub(super) fn send(out: &Recipient<ToClient>, text: impl Into<Arc<str>>) -> bool {
+    pub(super) fn send(out: &Recipient<ToClient>, text: impl Into<ByteString>) -> bool {
         Self::send_frame(out, ToClient::frame(text))
     }
 
@@ -43,7 +42,7 @@ impl<G: Game> RoomActor<G> {
 
     /// Sends to every subscriber; a subscriber that cannot keep up is dropped and its
     /// socket told to close, rather than the room buffering for it without bound.
-    pub(super) fn send_all(&mut self, mut text_for: impl FnMut(&Sub) -> Arc<str>) {
+    pub(super) fn send_all(&mut self, mut text_for: impl FnMut(&Sub) -> ByteString) {
         self.send_all_frames(|sub| ToClient::frame(text_for(sub)));
     }
 
@@ -129,17 +128,17 @@ impl<G: Game> RoomActor<G> {
     pub(super) fn broadcast_update(&mut self, events: &[G::Event], now: i64) {
         let Phase::Playing(run) = &self.phase else { return };
         let events_json = serde_json::to_string(events).unwrap_or_else(|_| "[]".into());
-        let mut by_viewer: HashMap<Option<PlayerId>, Arc<str>> = HashMap::new();
+        let mut by_viewer: HashMap<Option<PlayerId>, ByteString> = HashMap::new();
         // Viewers shown the same update share one text (and a remote node gets it once).
-        let mut texts: Vec<Arc<str>> = Vec::new();
+        let mut texts: Vec<ByteString> = Vec::new();
         for viewer in self.audience.subs.values().map(|s| s.viewer.clone()) {
             if let std::collections::hash_map::Entry::Vacant(slot) = by_viewer.entry(viewer) {
                 let view = self.view_json(&run.state, slot.key().as_ref(), now, false);
                 let text = wire::update(&self.id, run.seq, &view, &events_json);
-                let shared = match texts.iter().find(|t| t.as_ref() == text.as_str()) {
+                let shared = match texts.iter().find(|t| **t == *text) {
                     Some(same) => same.clone(),
                     None => {
-                        let fresh: Arc<str> = text.into();
+                        let fresh = ByteString::from(text);
                         texts.push(fresh.clone());
                         fresh
                     }
@@ -147,7 +146,7 @@ impl<G: Game> RoomActor<G> {
                 slot.insert(shared);
             }
         }
-        self.send_all(|sub| by_viewer.get(&sub.viewer).cloned().unwrap_or_else(|| Arc::from("")));
+        self.send_all(|sub| by_viewer.get(&sub.viewer).cloned().unwrap_or_default());
     }
 
     /// Who is away and since when, as the schedule reads it.

@@ -75,7 +75,7 @@ pub(super) struct Pipeline<G: Game> {
     pub(super) logged_rtt: BTreeMap<PlayerId, u32>,
     /// A restored game its rules had ended: its record, written on start if the store
     /// has none (see [`RoomActor::record_if_missing`]).
-    pub(super) unrecorded: Option<GameRecord>,
+    pub(super) unrecorded: Option<Box<GameRecord>>,
 }
 
 impl<G: Game> Default for Pipeline<G> {
@@ -315,7 +315,7 @@ impl<G: Game> RoomActor<G> {
         info!(room = %self.id, game_pk = %run.game_pk, seq = run.seq, "game finished");
         self.deps.metrics.games_finished.inc();
         let shown = serde_json::to_string(&named(&result, &run.start)).unwrap_or_else(|_| "null".into());
-        let text: Arc<str> = wire::result(&self.id, &run.game_pk, &shown).into();
+        let text: ByteString = wire::result(&self.id, &run.game_pk, &shown).into();
         self.phase = Phase::Ended(run, result);
         let fut = self.deps.store.finish(record.clone());
         // The result goes out once the record is stored, so a client that asks for its

@@ -8,7 +8,7 @@ use super::input::{last_logged_rtt, Pipeline};
 use super::lobby::{Lobby, Seat};
 use super::timers::Timers;
 use super::{Config, Phase, RoomActor, RoomDeps, RoomSpec, Running, RECOVERY_HOLD_MS, ROOM_MAILBOX};
-use crate::directory::{RoomHandle, RoomInfo, RoomStatus, SeatInfo};
+use crate::directory::{Mailbox, RoomHandle, RoomInfo, RoomStatus, SeatInfo};
 use crate::error::RebuildError;
 use crate::log::StoredGame;
 use crate::messages::*;
@@ -16,7 +16,6 @@ use crate::rebuild::{rebuild, From};
 use crate::wire;
 use actix::prelude::*;
 use engine::{Game, PlayerId, Rng, Seed};
-use std::sync::Arc;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -53,7 +52,7 @@ impl<G: Game> RoomActor<G> {
         deps: RoomDeps,
         lease: Option<String>,
     ) -> Result<RoomActor<G>, RebuildError> {
-        let options: G::Options = serde_json::from_value(info.options.clone())
+        let options = <G::Options as serde::Deserialize>::deserialize(&*info.options)
             .map_err(|e| RebuildError::Entry { seq: 0, message: format!("room options: {e}") })?;
         let now = deps.clock.now_ms();
         let seats =
@@ -88,14 +87,14 @@ impl<G: Game> RoomActor<G> {
             for seat in actor.lobby.seats.iter().filter(|s| !s.bot) {
                 actor.audience.disconnected_since.insert(seat.user.clone(), actor.time.last_at);
             }
-            let run = Running {
+            let run = Box::new(Running {
                 game_pk: stored.start.game_pk.clone(),
                 start: stored.start.clone(),
                 state: rebuilt.state,
                 rng: rebuilt.rng,
                 seq: rebuilt.seq,
                 applied: rebuilt.applied,
-            };
+            });
             // Who left the running game stays gone here too: away with their grace spent.
             let grace_ms = actor.grace_ms(&run.state);
             for user in info.gone.iter().filter(|u| actor.lobby.seats.iter().any(|s| &s.user == *u && !s.bot)) {
@@ -104,7 +103,7 @@ impl<G: Game> RoomActor<G> {
             }
             actor.phase = match G::result(&run.state) {
                 Some(result) => {
-                    actor.pipeline.unrecorded = Some(actor.record_of(&run, &result, rebuilt.last_at));
+                    actor.pipeline.unrecorded = Some(Box::new(actor.record_of(&run, &result, rebuilt.last_at)));
                     Phase::Ended(run, result)
                 }
                 // Saved as ended although no rule ended it: an operator closed the game
@@ -127,21 +126,7 @@ impl<G: Game> RoomActor<G> {
             ctx.set_mailbox_capacity(ROOM_MAILBOX);
             self
         });
-        let handle = RoomHandle {
-            subscribe: addr.clone().recipient(),
-            unsubscribe: addr.clone().recipient(),
-            act: addr.clone().recipient(),
-            rtt: addr.clone().recipient(),
-            info: addr.clone().recipient(),
-            take_seat: addr.clone().recipient(),
-            leave_seat: addr.clone().recipient(),
-            remove_seat: addr.clone().recipient(),
-            start: addr.clone().recipient(),
-            handover: addr.clone().recipient(),
-            close: addr.clone().recipient(),
-            kick: addr.clone().recipient(),
-            inspect: addr.recipient(),
-        };
+        let handle = RoomHandle::new(addr);
         directory.insert(info, handle.clone());
         handle
     }
@@ -202,7 +187,7 @@ impl<G: Game> RoomActor<G> {
 
     pub(super) fn publish_info(&mut self) {
         let info = self.info();
-        let text: Arc<str> = wire::room_info(&self.id, &info).into();
+        let text: ByteString = wire::room_info(&self.id, &info).into();
         self.save_info(&info, "room info not saved");
         self.deps.directory.update(info);
         self.send_all(|_| text.clone());
@@ -285,7 +270,7 @@ impl<G: Game> Actor for RoomActor<G> {
             self.publish_info();
         }
         if let Some(record) = self.pipeline.unrecorded.take() {
-            self.record_if_missing(record);
+            self.record_if_missing(*record);
         }
         self.close_if_abandoned(ctx);
         self.expire_if_never_started(ctx);
@@ -318,5 +303,50 @@ impl<G: Game> Handler<Handover> for RoomActor<G> {
         // The handover announces the move.
         let text = wire::room_moving(&self.id);
         self.move_away(ctx, text);
+    }
+}
+
+impl<G: Game> Mailbox for Addr<RoomActor<G>> {
+    fn subscribe(&self, msg: Subscribe) -> Result<(), SendError<Subscribe>> {
+        self.try_send(msg)
+    }
+    fn unsubscribe(&self, msg: Unsubscribe) -> Result<(), SendError<Unsubscribe>> {
+        self.try_send(msg)
+    }
+    fn act(&self, msg: Act) -> Result<(), SendError<Act>> {
+        self.try_send(msg)
+    }
+    fn rtt(&self, msg: RttSample) -> Result<(), SendError<RttSample>> {
+        self.try_send(msg)
+    }
+    fn connected(&self) -> bool {
+        Addr::connected(self)
+    }
+    fn info(&self) -> Recipient<GetInfo> {
+        self.clone().recipient()
+    }
+    fn take_seat(&self) -> Recipient<TakeSeat> {
+        self.clone().recipient()
+    }
+    fn leave_seat(&self) -> Recipient<LeaveSeat> {
+        self.clone().recipient()
+    }
+    fn remove_seat(&self) -> Recipient<RemoveSeat> {
+        self.clone().recipient()
+    }
+    fn start(&self) -> Recipient<Start> {
+        self.clone().recipient()
+    }
+    fn handover(&self) -> Recipient<Handover> {
+        self.clone().recipient()
+    }
+    fn close(&self) -> Recipient<Close> {
+        self.clone().recipient()
+    }
+    fn kick(&self) -> Recipient<Kick> {
+        self.clone().recipient()
+    }
+    fn inspect(&self) -> Recipient<Inspect> {
+        self.clone().recipient()
     }
 }

@@ -10,7 +10,6 @@ use crate::messages::*;
 use crate::wire;
 use actix::prelude::*;
 use engine::{Actor as GameActor, Game, PlayerId, Rng, Seed, SetupCtx};
-use std::sync::Arc;
 use tracing::{error, info};
 
 pub(super) struct Seat {
@@ -157,7 +156,7 @@ impl<G: Game> Handler<RemoveSeat> for RoomActor<G> {
         }
         self.lobby.seats.retain(|s| s.user != msg.user);
         info!(room = %self.id, user = %msg.user, "host removed a seated player");
-        let text: Arc<str> =
+        let text: ByteString =
             wire::error("removed_from_seat", "방장이 자리에서 내보냈어요", Some(&self.id), None).into();
         for sub in self.audience.subs.values().filter(|s| s.user == msg.user) {
             Self::send(&sub.out, text.clone());
@@ -223,14 +222,14 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
                 return Err(RoomOpError::new(503, "store_unavailable", "잠시 후 다시 시도해 주세요"));
             }
             act.pipeline.logged_rtt = start.rtt.clone();
-            act.phase = Phase::Playing(Running {
+            act.phase = Phase::Playing(Box::new(Running {
                 game_pk: game_pk.clone(),
                 start,
                 state,
                 rng,
                 seq: 0,
                 applied: AppliedCs::new(),
-            });
+            }));
             // Seated humans without a socket are away from the first moment.
             act.audience.gone.clear();
             for seat in act.lobby.seats.iter().filter(|s| !s.bot) {

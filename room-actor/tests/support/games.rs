@@ -110,7 +110,7 @@ pub async fn play(node: &Node, setup: Setup) -> Played {
         human.subscribe(&room);
     }
     let started_ms = node.deps.clock.now_ms();
-    let pk = room.start.send(Start { user: HOST.into() }).await.unwrap().unwrap();
+    let pk = room.start().send(Start { user: HOST.into() }).await.unwrap().unwrap();
 
     let mut human_msgs = Vec::new();
     let mut away_since = match setup.human {
@@ -126,7 +126,7 @@ pub async fn play(node: &Node, setup: Setup) -> Played {
             human_msgs.push(msg);
         }
         away_since = Some(node.deps.clock.now_ms());
-        room.unsubscribe.do_send(Unsubscribe { session: human.session });
+        room.unsubscribe(Unsubscribe { session: human.session }).expect("the room takes the unsubscribe");
     }
 
     let mut spectator_msgs = Vec::new();

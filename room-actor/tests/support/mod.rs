@@ -53,11 +53,12 @@ impl Client {
     }
 
     pub fn subscribe(&self, room: &RoomHandle) {
-        room.subscribe.do_send(Subscribe { session: self.session, user: self.user.clone(), out: self.out.clone() });
+        room.subscribe(Subscribe { session: self.session, user: self.user.clone(), out: self.out.clone() })
+            .expect("the room takes the subscription");
     }
 
     pub fn act(&self, room: &RoomHandle, cs: u64, action: Value) {
-        room.act.do_send(Act {
+        room.act(Act {
             session: self.session,
             user: self.user.clone(),
             cs,
@@ -65,7 +66,8 @@ impl Client {
             out: self.out.clone(),
             received: Instant::now(),
             hop: Duration::ZERO,
-        });
+        })
+        .expect("the room takes the action");
     }
 
     /// The next message of type `t`, skipping others; panics after 10 s (virtual time
@@ -133,9 +135,9 @@ impl Node {
 }
 
 pub async fn seat(room: &RoomHandle, user: &str) {
-    room.take_seat.send(TakeSeat { user: user.into(), name: user.into(), bot: false }).await.unwrap().unwrap();
+    room.take_seat().send(TakeSeat { user: user.into(), name: user.into(), bot: false }).await.unwrap().unwrap();
 }
 
 pub async fn add_bot(room: &RoomHandle, host: &str) {
-    room.take_seat.send(TakeSeat { user: host.into(), name: String::new(), bot: true }).await.unwrap().unwrap();
+    room.take_seat().send(TakeSeat { user: host.into(), name: String::new(), bot: true }).await.unwrap().unwrap();
 }

@@ -399,7 +399,7 @@ impl ClusterNode {
                                 h.remove(&room);
                             }
                             if let Some(handle) = node.deps.directory.handle(&room) {
-                                let _ = handle.handover.try_send(crate::messages::Handover);
+                                let _ = handle.handover().try_send(crate::messages::Handover);
                             }
                         }
                     }
@@ -498,7 +498,7 @@ impl ClusterNode {
             let done = &done;
             async move {
                 if let Some(handle) = self.deps.directory.handle(&room) {
-                    let _ = handle.handover.send(crate::messages::Handover).await;
+                    let _ = handle.handover().send(crate::messages::Handover).await;
                 }
                 if let Err(e) = self.leases.release(&room, &token).await {
                     warn!(room = %room, error = %e, "lease not released; it will expire");

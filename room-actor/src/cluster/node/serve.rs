@@ -8,6 +8,7 @@ use super::{ClusterNode, Owner};
 use crate::cluster::bus::{Envelope, NodeCmd, Reply, RoomCmd};
 use crate::cluster::outbox::RemoteSession;
 use crate::error::StoreError;
+use crate::messages::ByteString;
 use crate::messages::{
     Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, SessionId, Start, Subscribe, TakeSeat,
     ToClient, Unsubscribe,
@@ -97,7 +98,7 @@ impl ClusterNode {
         match envelope {
             Envelope::Sessions { texts, items } => {
                 // One shared text per update, however many of this node's sessions see it.
-                let texts: Vec<Arc<str>> = texts.into_iter().map(Arc::from).collect();
+                let texts: Vec<ByteString> = texts.into_iter().map(ByteString::from).collect();
                 let dropped = items.iter().filter(|i| i.text as usize >= texts.len()).count();
                 if dropped > 0 {
                     warn!(dropped, "session messages naming a text the frame does not carry dropped");
@@ -157,15 +158,12 @@ impl ClusterNode {
         match cmd {
             RoomCmd::Subscribe { session, user } => {
                 if let Some(out) = self.remote_out(from, session) {
-                    let _ = handle.subscribe.try_send(Subscribe {
-                        session: SessionId(session),
-                        user: PlayerId::from(user),
-                        out,
-                    });
+                    let _ =
+                        handle.subscribe(Subscribe { session: SessionId(session), user: PlayerId::from(user), out });
                 }
             }
             RoomCmd::Unsubscribe { session } => {
-                let _ = handle.unsubscribe.try_send(Unsubscribe { session: SessionId(session) });
+                let _ = handle.unsubscribe(Unsubscribe { session: SessionId(session) });
                 if let Ok(mut remotes) = self.remotes.lock() {
                     remotes.remove(&(from.to_owned(), session));
                 }
@@ -182,27 +180,27 @@ impl ClusterNode {
                     received: Instant::now(),
                     hop: lag,
                 };
-                let _ = handle.act.try_send(act);
+                let _ = handle.act(act);
             }
             RoomCmd::Rtt { user, rtt_ms } => {
-                let _ = handle.rtt.try_send(RttSample { user: PlayerId::from(user), rtt_ms });
+                let _ = handle.rtt(RttSample { user: PlayerId::from(user), rtt_ms });
             }
             RoomCmd::Info { req } => {
-                let reply = match handle.info.send(GetInfo).await {
+                let reply = match handle.info().send(GetInfo).await {
                     Ok(info) => Reply::Info(json(&info)),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply);
             }
             RoomCmd::TakeSeat { req, user, name, bot } => {
-                let reply = match handle.take_seat.send(TakeSeat { user: PlayerId::from(user), name, bot }).await {
+                let reply = match handle.take_seat().send(TakeSeat { user: PlayerId::from(user), name, bot }).await {
                     Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply);
             }
             RoomCmd::LeaveSeat { req, user } => {
-                let reply = match handle.leave_seat.send(LeaveSeat { user: PlayerId::from(user) }).await {
+                let reply = match handle.leave_seat().send(LeaveSeat { user: PlayerId::from(user) }).await {
                     Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
@@ -210,35 +208,35 @@ impl ClusterNode {
             }
             RoomCmd::RemoveSeat { req, by, user } => {
                 let msg = RemoveSeat { by: PlayerId::from(by), user: PlayerId::from(user) };
-                let reply = match handle.remove_seat.send(msg).await {
+                let reply = match handle.remove_seat().send(msg).await {
                     Ok(r) => Reply::Seat(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply);
             }
             RoomCmd::Start { req, user } => {
-                let reply = match handle.start.send(Start { user: PlayerId::from(user) }).await {
+                let reply = match handle.start().send(Start { user: PlayerId::from(user) }).await {
                     Ok(r) => Reply::Start(r),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply);
             }
             RoomCmd::Close { req, reason } => {
-                let reply = match handle.close.send(Close { reason }).await {
+                let reply = match handle.close().send(Close { reason }).await {
                     Ok(r) => Reply::Admin(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply);
             }
             RoomCmd::Kick { req, user, reason } => {
-                let reply = match handle.kick.send(Kick { user: PlayerId::from(user), reason }).await {
+                let reply = match handle.kick().send(Kick { user: PlayerId::from(user), reason }).await {
                     Ok(r) => Reply::Admin(r.map(|i| json(&i))),
                     Err(_) => Reply::NotHere,
                 };
                 self.reply(from, req, reply);
             }
             RoomCmd::Inspect { req } => {
-                let reply = match handle.inspect.send(Inspect).await {
+                let reply = match handle.inspect().send(Inspect).await {
                     Ok(view) => Reply::Admin(Ok(json(&view))),
                     Err(_) => Reply::NotHere,
                 };
