@@ -30,11 +30,14 @@ use tracing::{debug, info, info_span};
 const MAILBOX_CAPACITY: usize = 1024;
 /// RTT EMA weight of a new sample.
 const RTT_ALPHA: f64 = 0.2;
-/// An RTT estimate unchanged since the last one sent is sent to the rooms again only
+/// An RTT estimate within [`RTT_SAME_MS`] or a tenth of the one last sent (an EMA's
+/// jitter: below what latency compensation or a shown RTT can tell apart) counts as
+/// unchanged. An unchanged estimate is sent to the rooms again only
 /// every this many pongs (every 10 s at the default 2 s heartbeat): a room takes a
 /// sample only from a seated player, so one who sat down later still gets theirs, and
 /// 18,000 idle sockets do not cost 9,000 room messages a second.
 const RTT_RESEND_EVERY: u32 = 5;
+const RTT_SAME_MS: u32 = 2;
 /// Window over which over-limit messages are counted towards a flood close.
 const FLOOD_WINDOW: Duration = Duration::from_secs(10);
 
@@ -143,7 +146,7 @@ pub struct WsSession {
 }
 
 /// The RTT (ms) last sent to the rooms and the pongs since: a changed estimate goes at
-/// once, an unchanged one every [`RTT_RESEND_EVERY`] pongs.
+/// once, an unchanged one (see [`RTT_SAME_MS`]) every [`RTT_RESEND_EVERY`] pongs.
 #[derive(Debug, Default)]
 struct RttSent(Option<(u32, u32)>);
 
@@ -151,7 +154,9 @@ impl RttSent {
     /// `true` if `rtt_ms` is to be sent now.
     fn due(&mut self, rtt_ms: u32) -> bool {
         match &mut self.0 {
-            Some((sent, pongs)) if *sent == rtt_ms && *pongs + 1 < RTT_RESEND_EVERY => {
+            Some((sent, pongs))
+                if sent.abs_diff(rtt_ms) <= RTT_SAME_MS.max(*sent / 10) && *pongs + 1 < RTT_RESEND_EVERY =>
+            {
                 *pongs += 1;
                 false
             }
@@ -546,8 +551,12 @@ mod tests {
         let resent = unchanged.iter().filter(|due| **due).count();
         assert_eq!(resent, 2, "an unchanged estimate goes once per {RTT_RESEND_EVERY} pongs: {unchanged:?}");
         assert!(!unchanged[0], "not on the very next pong");
-        assert!(sent.due(4), "a changed estimate goes at once");
-        assert!(!sent.due(4));
+        assert!(!sent.due(5), "2 ms or less is the same");
+        assert!(sent.due(6), "a changed estimate goes at once");
+        assert!(!sent.due(6));
         assert!(sent.due(3), "and so does a change back");
+        assert!(sent.due(300));
+        assert!(!sent.due(329), "within a tenth is the same");
+        assert!(sent.due(331));
     }
 }

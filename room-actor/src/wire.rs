@@ -6,7 +6,17 @@ use serde::Serialize;
 use serde_json::json;
 
 fn quoted(s: &str) -> String {
-    serde_json::Value::String(s.to_owned()).to_string()
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+}
+
+/// `parts` joined into one string allocated once at its final size (the hot frames:
+/// a `format!` would grow its buffer several times over a view of a few KB).
+fn joined(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        out.push_str(part);
+    }
+    out
 }
 
 /// `{"t":"sync","room":R,"seq":N,"view":{…}}`
@@ -16,17 +26,29 @@ pub fn sync(room: &str, seq: u64, view_json: &str) -> String {
 
 /// `{"t":"update","room":R,"seq":N,"view":{…},"events":[…]}`
 pub fn update(room: &str, seq: u64, view_json: &str, events_json: &str) -> String {
-    format!(r#"{{"t":"update","room":{},"seq":{seq},"view":{view_json},"events":{events_json}}}"#, quoted(room))
+    let (room, seq) = (quoted(room), seq.to_string());
+    joined(&[
+        r#"{"t":"update","room":"#,
+        &room,
+        r#","seq":"#,
+        &seq,
+        r#","view":"#,
+        view_json,
+        r#","events":"#,
+        events_json,
+        "}",
+    ])
 }
 
 /// `{"t":"ack","room":R,"cs":7,"seq":42}`
 pub fn ack(room: &str, cs: u64, seq: u64) -> String {
-    json!({"t": "ack", "room": room, "cs": cs, "seq": seq}).to_string()
+    // Keys in the order serde_json's map writes them (sorted), as before.
+    format!(r#"{{"cs":{cs},"room":{},"seq":{seq},"t":"ack"}}"#, quoted(room))
 }
 
 /// `{"t":"reject","room":R,"cs":7,"code":"late","reason":"늦었어요"}`
 pub fn reject(room: &str, cs: u64, code: &str, reason: &str) -> String {
-    json!({"t": "reject", "room": room, "cs": cs, "code": code, "reason": reason}).to_string()
+    format!(r#"{{"code":{},"cs":{cs},"reason":{},"room":{},"t":"reject"}}"#, quoted(code), quoted(reason), quoted(room))
 }
 
 /// `{"t":"result","room":R,"gamePk":"…","result":{…}}`
@@ -124,6 +146,22 @@ mod tests {
         let v: Value =
             serde_json::from_str(&error("room_unavailable", "잠시 후 다시 보내 주세요", Some("r"), Some(7))).unwrap();
         assert_eq!(v["cs"], 7);
+    }
+
+    #[test]
+    fn hand_built_frames_read_as_the_json_they_replace() {
+        for room in ["r", "r\"1\\", "방 1"] {
+            let ack_v: Value = serde_json::from_str(&ack(room, 7, 42)).unwrap();
+            assert_eq!(ack_v, json!({"t": "ack", "room": room, "cs": 7, "seq": 42}));
+            assert_eq!(ack(room, 7, 42), json!({"t": "ack", "room": room, "cs": 7, "seq": 42}).to_string());
+            let reject_v = json!({"t": "reject", "room": room, "cs": 7, "code": "late", "reason": "늦\"었어요"});
+            assert_eq!(reject(room, 7, "late", "늦\"었어요"), reject_v.to_string());
+            let update_v: Value = serde_json::from_str(&update(room, 3, r#"{"a":[1]}"#, r#"[{"e":1}]"#)).unwrap();
+            assert_eq!(
+                update_v,
+                json!({"t": "update", "room": room, "seq": 3, "view": {"a": [1]}, "events": [{"e": 1}]})
+            );
+        }
     }
 
     #[test]
