@@ -4,19 +4,10 @@
 
 use serde::Serialize;
 use serde_json::json;
+use std::fmt::Write;
 
 fn quoted(s: &str) -> String {
     serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
-}
-
-/// `parts` joined into one string allocated once at its final size (the hot frames:
-/// a `format!` would grow its buffer several times over a view of a few KB).
-fn joined(parts: &[&str]) -> String {
-    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
-    for part in parts {
-        out.push_str(part);
-    }
-    out
 }
 
 /// `{"t":"sync","room":R,"seq":N,"view":{…}}`
@@ -26,18 +17,11 @@ pub fn sync(room: &str, seq: u64, view_json: &str) -> String {
 
 /// `{"t":"update","room":R,"seq":N,"view":{…},"events":[…]}`
 pub fn update(room: &str, seq: u64, view_json: &str, events_json: &str) -> String {
-    let (room, seq) = (quoted(room), seq.to_string());
-    joined(&[
-        r#"{"t":"update","room":"#,
-        &room,
-        r#","seq":"#,
-        &seq,
-        r#","view":"#,
-        view_json,
-        r#","events":"#,
-        events_json,
-        "}",
-    ])
+    // Sized up front: a bare `format!` would regrow its buffer over a view of a few KB.
+    let mut out = String::with_capacity(64 + room.len() + view_json.len() + events_json.len());
+    let room = quoted(room);
+    let _ = write!(out, r#"{{"t":"update","room":{room},"seq":{seq},"view":{view_json},"events":{events_json}}}"#);
+    out
 }
 
 /// `{"t":"ack","room":R,"cs":7,"seq":42}`

@@ -8,10 +8,9 @@ use super::{ClusterNode, Owner};
 use crate::cluster::bus::{Envelope, NodeCmd, Reply, RoomCmd};
 use crate::cluster::outbox::RemoteSession;
 use crate::error::StoreError;
-use crate::messages::ByteString;
 use crate::messages::{
-    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, SessionId, Start, Subscribe, TakeSeat,
-    ToClient, Unsubscribe,
+    Act, ByteString, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, SessionId, Start, Subscribe,
+    TakeSeat, ToClient, Unsubscribe,
 };
 use crate::sessions::Sessions;
 use crate::wire;
