@@ -284,7 +284,11 @@ async function halliGalliLateRing() {
   await boardApartAtBothSizes(page, 'halli-galli', 'a six-seat halli galli board', DESKTOP);
   await shot(page, '19-hg-six-seats-desktop');
   const myId = await me(page);
-  // Wait in the page (no round trips) for a bot's correct ring on a table at five.
+  // Wait in the page for a bot's correct ring on a table at five, and press Space there
+  // and then. The press is a keydown on the window, which is what the board listens to;
+  // sending it from here instead (a CDP round trip, then another for the key) took more
+  // than REACTION_MS on a loaded 2-core CI machine, and a ring that late is aimed at the
+  // new table and is rightly judged wrong.
   const seen = await page.evaluate((myId) => new Promise((resolve, reject) => {
     const five = (v) => {
       const t = {};
@@ -296,23 +300,28 @@ async function halliGalliLateRing() {
     const step = () => {
       const v = window.__roomd.screen?.view;
       if (v && prev && v.tableVersion !== prev.tableVersion && five(prev) && !five(v)
-        && v.lastBell?.correct && v.lastBell.player !== myId) return resolve({ from: prev.tableVersion, to: v.tableVersion, at: performance.now() });
+        && v.lastBell?.correct && v.lastBell.player !== myId) {
+        const before = v.players[myId];
+        window.dispatchEvent(new KeyboardEvent('keydown', { key: ' ', code: 'Space', bubbles: true }));
+        return resolve({ from: prev.tableVersion, to: v.tableVersion, before });
+      }
       if (v) prev = v;
       if (Date.now() > end) return reject(new Error('no bot collected a five in 90 s'));
       setTimeout(step, 2);
     };
     step();
   }), myId);
-  const before = (await view(page)).players[myId];
-  await page.keyboard.press('Space');
-  const lag = await page.evaluate((t) => performance.now() - t, seen.at);
-  await page.waitForFunction(() => document.querySelector('#hg-feedback')?.textContent.includes('늦었어요'), null, { timeout: 3000 });
+  const { before } = seen;
+  await page.waitForFunction(() => document.querySelector('#hg-feedback')?.textContent.includes('늦었어요'), null, { timeout: 3000 })
+    .catch(async (e) => {
+      const fb = await page.textContent('#hg-feedback');
+      throw new Error(`no "늦었어요" after a ring on table ${seen.from} once it became ${seen.to}; the feedback says ${JSON.stringify(fb)} (${e.message})`);
+    });
   await shot(page, '20-hg-late-ring');
   const after = (await view(page)).players[myId];
   assert.equal(after.wrong, 0, 'a late ring is not a wrong ring');
   // A penalty would take a card from my deck for each of the 5 others; a flip takes one.
   assert.ok(after.deck >= before.deck - 1, `no penalty: ${JSON.stringify({ before, after })}`);
-  assert.ok(lag < 600, `the key was pressed ${lag.toFixed(0)} ms after the table changed`);
 }
 
 /** One Cockroach Poker move of mine, quickly (a card to the first opponent, or a call). */
