@@ -19,7 +19,8 @@
 //!   in-memory store.
 //! - [`file_store`]: the embedded node's durable store (SQLite in a data directory,
 //!   group commit).
-//! - [`keys`], [`redis_store`]: the Redis store (key layout, Lua append with fencing).
+//! - [`keys`], [`redis_store`]: the Redis store (key layout, Lua append with fencing);
+//!   [`redis_append`]: its group commit (many rooms' appends per round trip).
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
 //! - [`resume`]: start-up of an embedded node on a durable store: every open room again.
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
@@ -37,6 +38,7 @@ pub mod log;
 pub mod messages;
 pub mod metrics;
 pub mod rebuild;
+pub mod redis_append;
 pub mod redis_conn;
 pub mod redis_store;
 pub mod replay;

@@ -15,11 +15,14 @@ use crate::info::{RoomInfo, RoomStatus};
 use crate::keys::{room_of, Keys};
 use crate::lobby::{self, LobbyFilter};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
+use crate::redis_append::{Appended, Appender, Replicated};
 use crate::redis_conn::{RedisConn, RedisTarget};
 use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;
 use redis::streams::StreamRangeReply;
 use redis::{AsyncCommands, Cmd, RedisError, Script};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a finished game's log and record are kept.
@@ -29,9 +32,12 @@ pub const RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
 pub struct RedisStore {
     conn: RedisConn,
     keys: Keys,
-    append: Script,
+    /// Shared, like the rest: a room's every append clones the store into its future.
+    append: Arc<Script>,
     /// Replicated acknowledgements (`ROOMD__REDIS__ACK_REPLICAS` > 0).
-    acks: Option<Acks>,
+    acks: Option<Arc<Acks>>,
+    /// Group commit of appends (one Redis; `None` on a Redis Cluster: `redis_append.rs`).
+    appender: Option<Arc<Appender>>,
 }
 
 /// How many replicas must hold a write before it counts (`WAIT`), and the connections
@@ -111,7 +117,8 @@ impl RedisStore {
     pub async fn connect_to(target: &RedisTarget, prefix: &str) -> Result<RedisStore, StoreError> {
         let conn = target.connect().await?;
         let keys = if target.is_cluster() { Keys::clustered(prefix) } else { Keys::new(prefix) };
-        Ok(RedisStore { conn, keys, append: Script::new(APPEND_LUA), acks: None })
+        let appender = (!conn.is_cluster()).then(|| Arc::new(Appender::new(conn.clone(), None)));
+        Ok(RedisStore { conn, keys, append: Arc::new(Script::new(APPEND_LUA)), acks: None, appender })
     }
 
     /// From now on a game's start and every log append count only once `replicas`
@@ -134,14 +141,24 @@ impl RedisStore {
         for _ in 0..ACK_CONNECTIONS {
             conns.push(target.connect().await?);
         }
-        self.acks =
-            Some(Acks { replicas, timeout_ms: timeout_ms.max(1), conns: conns.into(), touch: Script::new(TOUCH_LUA) });
+        let acks = Acks { replicas, timeout_ms: timeout_ms.max(1), conns: conns.into(), touch: Script::new(TOUCH_LUA) };
+        if !target.is_cluster() {
+            // The batches' `WAIT` blocks the connection it is sent on: one of their own.
+            let for_short = acks.clone();
+            let replicated = Replicated {
+                replicas,
+                wait: acks.wait(),
+                short: Arc::new(move |got| for_short.short("the batch of entries", got)),
+            };
+            self.appender = Some(Arc::new(Appender::new(target.connect().await?, Some(replicated))));
+        }
+        self.acks = Some(Arc::new(acks));
         Ok(self)
     }
 
     /// Runs `pipe` (its first command a script's `EVALSHA`) on `conn`, loading the script
     /// first if the server does not know it (then nothing in the pipeline ran).
-    async fn with_script<T: redis::FromRedisValue>(
+    pub(crate) async fn with_script<T: redis::FromRedisValue>(
         conn: &RedisConn,
         code: &str,
         pipe: &redis::Pipeline,
@@ -296,21 +313,34 @@ impl RedisStore {
     pub async fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> Result<(), StoreError> {
         let room = room(&game_pk)?;
         let bytes = encode(&entry)?;
-        let keys = [self.keys.log(room, &game_pk), self.keys.seq(room, &game_pk), self.keys.lease(room)];
+        let appended = match &self.appender {
+            Some(appender) => appender.append(&self.keys, room, &game_pk, entry.seq, bytes, token).await?,
+            None => self.append_one(room, &game_pk, entry.seq, bytes, token).await?,
+        };
+        match appended {
+            Appended::Stored => Ok(()),
+            Appended::Fenced => Err(StoreError::Fenced),
+            Appended::Conflict { last } => Err(StoreError::Conflict { game_pk, expected: last + 1, got: entry.seq }),
+        }
+    }
+
+    /// One append as its own `EVALSHA` (a Redis Cluster: each room's keys are in its slot).
+    async fn append_one(
+        &self,
+        room: &str,
+        game_pk: &str,
+        seq: u64,
+        bytes: Vec<u8>,
+        token: String,
+    ) -> Result<Appended, StoreError> {
+        let keys = [self.keys.log(room, game_pk), self.keys.seq(room, game_pk), self.keys.lease(room)];
         let result: Result<(), RedisError> = match &self.acks {
             None => {
                 let mut conn = self.conn.clone();
-                self.append
-                    .key(&keys[..])
-                    .arg(entry.seq)
-                    .arg(bytes)
-                    .arg(token)
-                    .invoke_async::<u64>(&mut conn)
-                    .await
-                    .map(drop)
+                self.append.key(&keys[..]).arg(seq).arg(bytes).arg(token).invoke_async::<u64>(&mut conn).await.map(drop)
             }
             Some(acks) => {
-                let seq = entry.seq.to_string();
+                let seq = seq.to_string();
                 let mut pipe = redis::pipe();
                 pipe.add_command(evalsha(&self.append, &keys, &[seq.as_bytes(), &bytes, token.as_bytes()]))
                     .ignore()
@@ -326,18 +356,25 @@ impl RedisStore {
             }
         };
         match result {
-            Ok(()) => Ok(()),
-            Err(e) if e.code() == Some("FENCED") => Err(StoreError::Fenced),
-            Err(e) if e.code() == Some("CONFLICT") => Err(StoreError::Conflict {
-                game_pk,
-                expected: e.detail().and_then(|d| d.trim().parse::<u64>().ok()).map_or(0, |last| last + 1),
-                got: entry.seq,
-            }),
+            Ok(()) => Ok(Appended::Stored),
+            Err(e) if e.code() == Some("FENCED") => Ok(Appended::Fenced),
+            Err(e) if e.code() == Some("CONFLICT") => {
+                let last = e.detail().and_then(|d| d.trim().parse::<u64>().ok());
+                last.map(|last| Appended::Conflict { last }).ok_or_else(|| StoreError::Unknown(e.to_string()))
+            }
             // Refused before anything was sent: certainly not stored.
             Err(e) if e.is_connection_refusal() => Err(unavailable(e)),
             // A timeout, a dropped connection, a failover: the script may have run.
             Err(e) => Err(StoreError::Unknown(e.to_string())),
         }
+    }
+
+    /// Batches of appends sent and the entries in them (`None` on a Redis Cluster, which
+    /// sends each append on its own).
+    pub fn append_batches(&self) -> Option<(u64, u64)> {
+        self.appender
+            .as_ref()
+            .map(|a| (a.stats.batches.load(Ordering::Relaxed), a.stats.entries.load(Ordering::Relaxed)))
     }
 }
 

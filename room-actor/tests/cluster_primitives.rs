@@ -216,3 +216,96 @@ async fn a_frame_nobody_hears_fails_every_message_in_it() {
     let again = tokio::time::timeout(Duration::from_secs(5), outboxes.send("node-gone", act(4))).await;
     assert!(matches!(again, Ok(Err(StoreError::Unavailable(_)))), "{again:?}");
 }
+
+/// Fenced appends of many rooms issued together share round trips (group commit), and
+/// each room's entries are stored in the order they were handed over.
+#[tokio::test]
+async fn appends_of_many_rooms_share_a_round_trip_and_keep_each_rooms_order() {
+    let (store, keys) = store().await;
+    let leases = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let mut rooms = Vec::new();
+    for i in 0..20 {
+        let room = format!("r_batch{i}");
+        let token = leases.claim(&room).await.unwrap().expect("free lease");
+        rooms.push((game_pk(&room, "01"), token));
+    }
+    let (batches, entries) = store.append_batches().expect("one Redis batches its appends");
+    // Five entries per room at once (more than a room ever has in flight), all rooms at once.
+    let appends = rooms
+        .iter()
+        .flat_map(|(pk, token)| (1..=5).map(|seq| store.append_fenced(pk.clone(), entry(seq), token.clone())));
+    for result in futures_util::future::join_all(appends).await {
+        result.expect("stored");
+    }
+    let (batches_after, entries_after) = store.append_batches().unwrap();
+    assert_eq!(entries_after - entries, 100);
+    assert!(batches_after - batches <= 2, "100 appends in {} batches", batches_after - batches);
+    for (pk, _) in &rooms {
+        for seq in 1..=5 {
+            let stored = store.entry(pk, seq).await.unwrap().expect("every entry stored");
+            assert_eq!(stored.seq, seq);
+        }
+        assert_eq!(store.entry(pk, 6).await.unwrap(), None);
+    }
+}
+
+/// In one batch, an entry whose room's lease is someone else's is refused as fenced, one
+/// out of sequence as a conflict, and the entries of the other rooms are stored.
+#[tokio::test]
+async fn a_fenced_append_in_a_batch_refuses_only_its_own_room() {
+    let (store, keys) = store().await;
+    let a = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let b = Leases::new(store.connection(), keys.clone(), "node-b", 60_000);
+    let mut tokens = Vec::new();
+    for room in ["r_fa", "r_fb", "r_fc", "r_fd"] {
+        tokens.push(a.claim(room).await.unwrap().expect("free lease"));
+    }
+    // r_fb's lease moved to node-b: node-a's token for it is stale.
+    b.take_over("r_fb", &tokens[1]).await.unwrap().expect("taken over");
+    let pks: Vec<String> = ["r_fa", "r_fb", "r_fc", "r_fd"].iter().map(|r| game_pk(r, "01")).collect();
+    let (batches, _) = store.append_batches().unwrap();
+    let results = futures_util::future::join_all([
+        store.append_fenced(pks[0].clone(), entry(1), tokens[0].clone()),
+        store.append_fenced(pks[1].clone(), entry(1), tokens[1].clone()),
+        store.append_fenced(pks[2].clone(), entry(1), tokens[2].clone()),
+        store.append_fenced(pks[3].clone(), entry(5), tokens[3].clone()),
+    ])
+    .await;
+    assert_eq!(store.append_batches().unwrap().0 - batches, 1, "the four went in one batch");
+    assert_eq!(results[0], Ok(()));
+    assert_eq!(results[1], Err(StoreError::Fenced));
+    assert_eq!(results[2], Ok(()));
+    assert_eq!(results[3], Err(StoreError::Conflict { game_pk: pks[3].clone(), expected: 1, got: 5 }));
+    assert!(store.entry(&pks[0], 1).await.unwrap().is_some());
+    assert_eq!(store.entry(&pks[1], 1).await.unwrap(), None, "the fenced entry changed nothing");
+    assert!(store.entry(&pks[2], 1).await.unwrap().is_some());
+    assert_eq!(store.entry(&pks[3], 5).await.unwrap(), None, "the conflicting entry changed nothing");
+}
+
+/// A batch that fails as a whole acknowledges none of its entries, not even one the
+/// script stored before it failed: each is `Unknown`, and reading the log back (as a room
+/// does) is what tells them apart. The next batch is not affected.
+#[tokio::test]
+async fn a_batch_that_fails_acknowledges_none_of_its_entries() {
+    let (store, keys) = store().await;
+    let pks: Vec<String> = ["r_ua", "r_ub", "r_uc"].iter().map(|r| game_pk(r, "01")).collect();
+    // r_ub's log key holds a string, so the script's XADD for it fails mid-batch.
+    let mut conn = store.connection();
+    let _: () =
+        redis::cmd("SET").arg(keys.log("r_ub", &pks[1])).arg("not a stream").query_async(&mut conn).await.unwrap();
+    let results =
+        futures_util::future::join_all(pks.iter().map(|pk| store.append_fenced(pk.clone(), entry(1), String::new())))
+            .await;
+    for result in &results {
+        assert!(matches!(result, Err(StoreError::Unknown(_))), "{results:?}");
+    }
+    // r_ua's entry ran before the failure and is there; r_uc's never ran.
+    assert!(store.entry(&pks[0], 1).await.unwrap().is_some());
+    assert_eq!(store.entry(&pks[2], 1).await.unwrap(), None);
+    // Retrying: r_ua's entry is found already stored (a conflict at last = 1), r_uc's goes in.
+    assert_eq!(
+        store.append_fenced(pks[0].clone(), entry(1), String::new()).await,
+        Err(StoreError::Conflict { game_pk: pks[0].clone(), expected: 2, got: 1 })
+    );
+    assert_eq!(store.append_fenced(pks[2].clone(), entry(1), String::new()).await, Ok(()));
+}

@@ -1,0 +1,27 @@
+-- Appends a batch of entries, each to its own game's log and each checked on its own
+-- exactly as append.lua checks one (group commit: one round trip for many rooms):
+--   KEYS[3i-2], KEYS[3i-1], KEYS[3i]: entry i's log stream, last-seq counter, room lease
+--   ARGV[3i-2], ARGV[3i-1], ARGV[3i]: entry i's seq, bincode entry, writer's lease token
+--   ('' = no fencing).
+-- Returns one reply per entry, in order: its seq once stored, or the word why not:
+-- 'FENCED' (the lease belongs to someone else) or 'CONFLICT <last>' (seq ~= last + 1).
+-- A refused entry changes nothing and does not stop the others. Every entry of one
+-- room's batch names that room's keys only (a single Redis: no slot rules apply).
+local out = {}
+for i = 1, #KEYS / 3 do
+  local k = 3 * i - 2
+  local token = ARGV[k + 2]
+  if token ~= '' and redis.call('GET', KEYS[k + 2]) ~= token then
+    out[i] = 'FENCED'
+  else
+    local last = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+    if tonumber(ARGV[k]) ~= last + 1 then
+      out[i] = 'CONFLICT ' .. last
+    else
+      redis.call('XADD', KEYS[k], '0-' .. ARGV[k], 'e', ARGV[k + 1])
+      redis.call('SET', KEYS[k + 1], ARGV[k])
+      out[i] = last + 1
+    end
+  end
+end
+return out

@@ -1,0 +1,248 @@
+//! Group commit for log appends on one Redis: every room of a node hands its fenced
+//! append to one queue, and one task sends whatever gathered while its previous batch
+//! was in flight as a single `EVALSHA` of `lua/append_many.lua` (then `WAIT` when
+//! replicated acknowledgements are on). A quiet node pays the one round trip per append
+//! it paid before; a busy one pays one per batch instead of one per room.
+//!
+//! Each entry is checked on its own inside the script (its room's lease token, its seq),
+//! so a fenced or conflicting entry is refused alone and the rest of the batch is stored.
+//! A batch that fails as a whole (Redis away, a timeout, a script error, too few
+//! replicas) acknowledges nothing: every entry in it gets the same error, `Unknown`
+//! unless the request certainly never ran, and each room resolves its own entry by reading
+//! the log back, as it does for a single append.
+//!
+//! Order: a room has at most one append in flight (its mailbox waits for it), the queue
+//! is first in, first out, and the script runs entries in queue order.
+//!
+//! A Redis Cluster keeps one `EVALSHA` per append (a script may touch one slot only, and
+//! rooms are spread over slots); the cluster connection pipelines those per master.
+
+use crate::error::StoreError;
+use crate::keys::Keys;
+use crate::redis_conn::RedisConn;
+use redis::{Cmd, Script, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{mpsc, oneshot};
+
+/// At most this many entries go in one batch.
+pub const MAX_BATCH: usize = 256;
+/// A batch stops taking entries once their bytes reach this.
+pub const MAX_BATCH_BYTES: usize = 512 * 1024;
+
+pub(crate) const APPEND_MANY_LUA: &str = include_str!("lua/append_many.lua");
+
+/// What happened to one entry of a batch that ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Appended {
+    Stored,
+    /// The room's lease names another writer.
+    Fenced,
+    /// The log's last seq is `last`, so this entry's seq is not the next one.
+    Conflict {
+        last: u64,
+    },
+}
+
+/// One entry waiting for its batch.
+struct Pending {
+    keys: [String; 3],
+    seq: u64,
+    bytes: Vec<u8>,
+    token: String,
+    done: oneshot::Sender<Result<Appended, StoreError>>,
+}
+
+/// `WAIT` after each batch: how many replicas, how long, and the message when short.
+#[derive(Clone)]
+pub(crate) struct Replicated {
+    pub replicas: u32,
+    pub wait: Cmd,
+    pub short: Arc<dyn Fn(i64) -> String + Send + Sync>,
+}
+
+/// Batches appended and entries in them since start (`roomd_store_append_batches_total`
+/// and its entries; tests read them too).
+#[derive(Default)]
+pub struct BatchStats {
+    pub batches: AtomicU64,
+    pub entries: AtomicU64,
+}
+
+/// The node's append queue on one Redis connection (the task starts on first use, and
+/// again if the runtime it ran on went away).
+pub(crate) struct Appender {
+    conn: RedisConn,
+    script: Script,
+    replicated: Option<Replicated>,
+    queue: Arc<Mutex<Option<mpsc::UnboundedSender<Pending>>>>,
+    pub stats: Arc<BatchStats>,
+}
+
+impl Appender {
+    pub fn new(conn: RedisConn, replicated: Option<Replicated>) -> Appender {
+        Appender {
+            conn,
+            script: Script::new(APPEND_MANY_LUA),
+            replicated,
+            queue: Arc::default(),
+            stats: Arc::default(),
+        }
+    }
+
+    /// Appends `bytes` (the encoded entry `seq`) to `room`'s game log `pk` in the next
+    /// batch, fenced by `token` unless it is empty.
+    pub async fn append(
+        self: &Arc<Self>,
+        keys: &Keys,
+        room: &str,
+        pk: &str,
+        seq: u64,
+        bytes: Vec<u8>,
+        token: String,
+    ) -> Result<Appended, StoreError> {
+        let (done, rx) = oneshot::channel();
+        let pending =
+            Pending { keys: [keys.log(room, pk), keys.seq(room, pk), keys.lease(room)], seq, bytes, token, done };
+        self.push(pending)?;
+        rx.await.unwrap_or_else(|_| Err(StoreError::Unknown("the append queue stopped with the entry in it".into())))
+    }
+
+    fn push(self: &Arc<Self>, mut pending: Pending) -> Result<(), StoreError> {
+        let mut queue =
+            self.queue.lock().map_err(|_| StoreError::Unavailable("the append queue is poisoned".into()))?;
+        if let Some(tx) = queue.as_ref() {
+            match tx.send(pending) {
+                Ok(()) => return Ok(()),
+                // Its task's runtime is gone: start a fresh queue here.
+                Err(mpsc::error::SendError(back)) => pending = back,
+            }
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(drain(self.clone(), rx));
+        let _ = tx.send(pending);
+        *queue = Some(tx);
+        Ok(())
+    }
+
+    /// Runs one batch: per-entry outcomes in order, or the error every entry shares.
+    async fn run(&self, batch: &[Pending]) -> Result<Vec<Appended>, StoreError> {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(self.script.get_hash()).arg(batch.len() * 3);
+        for p in batch {
+            cmd.arg(&p.keys[..]);
+        }
+        for p in batch {
+            cmd.arg(p.seq).arg(&p.bytes[..]).arg(p.token.as_bytes());
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd);
+        if let Some(r) = &self.replicated {
+            pipe.add_command(r.wait.clone());
+        }
+        let replies: Vec<Value> =
+            crate::redis_store::RedisStore::with_script(&self.conn, APPEND_MANY_LUA, &pipe).await.map_err(|e| {
+                if e.is_connection_refusal() {
+                    StoreError::Unavailable(e.to_string())
+                } else {
+                    StoreError::Unknown(e.to_string())
+                }
+            })?;
+        let mut replies = replies.into_iter();
+        let outcomes = parse(replies.next(), batch.len())?;
+        if let Some(r) = &self.replicated {
+            let got = match replies.next() {
+                Some(Value::Int(n)) => n,
+                other => return Err(StoreError::Unknown(format!("WAIT answered {other:?}"))),
+            };
+            // Stored on the master, not (yet) on enough replicas: nothing is acknowledged.
+            if got < i64::from(r.replicas) {
+                return Err(StoreError::Unknown((r.short)(got)));
+            }
+        }
+        Ok(outcomes)
+    }
+}
+
+/// The script's answer: one reply per entry.
+fn parse(reply: Option<Value>, n: usize) -> Result<Vec<Appended>, StoreError> {
+    let odd = |what: &dyn std::fmt::Debug| StoreError::Unknown(format!("the append script answered {what:?}"));
+    let Some(Value::Array(items)) = reply else { return Err(odd(&reply)) };
+    if items.len() != n {
+        return Err(odd(&format!("{} replies for {n} entries", items.len())));
+    }
+    items
+        .into_iter()
+        .map(|item| match &item {
+            Value::Int(_) => Ok(Appended::Stored),
+            Value::BulkString(word) if word.as_slice() == b"FENCED" => Ok(Appended::Fenced),
+            Value::BulkString(word) => std::str::from_utf8(word)
+                .ok()
+                .and_then(|w| w.strip_prefix("CONFLICT "))
+                .and_then(|last| last.trim().parse().ok())
+                .map(|last| Appended::Conflict { last })
+                .ok_or_else(|| odd(&item)),
+            _ => Err(odd(&item)),
+        })
+        .collect()
+}
+
+/// The queue's task: takes the first entry, whatever else is queued (up to the bounds),
+/// runs them as one batch, answers each, and again.
+async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    while let Some(first) = rx.recv().await {
+        let mut bytes = first.bytes.len();
+        let mut batch = vec![first];
+        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
+            match rx.try_recv() {
+                Ok(p) => {
+                    bytes += p.bytes.len();
+                    batch.push(p);
+                }
+                Err(_) => break,
+            }
+        }
+        appender.stats.batches.fetch_add(1, Ordering::Relaxed);
+        appender.stats.entries.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        match appender.run(&batch).await {
+            Ok(outcomes) => {
+                for (p, outcome) in batch.into_iter().zip(outcomes) {
+                    let _ = p.done.send(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                for p in batch {
+                    let _ = p.done.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_scripts_replies_read_as_one_outcome_per_entry() {
+        let reply = Value::Array(vec![
+            Value::Int(7),
+            Value::BulkString(b"FENCED".to_vec()),
+            Value::BulkString(b"CONFLICT 41".to_vec()),
+        ]);
+        assert_eq!(
+            parse(Some(reply), 3),
+            Ok(vec![Appended::Stored, Appended::Fenced, Appended::Conflict { last: 41 }])
+        );
+    }
+
+    #[test]
+    fn a_reply_that_does_not_fit_the_batch_acknowledges_nothing() {
+        let two = Value::Array(vec![Value::Int(1), Value::Int(2)]);
+        assert!(matches!(parse(Some(two), 3), Err(StoreError::Unknown(_))));
+        let odd = Value::Array(vec![Value::BulkString(b"CONFLICT x".to_vec())]);
+        assert!(matches!(parse(Some(odd), 1), Err(StoreError::Unknown(_))));
+        assert!(matches!(parse(Some(Value::Nil), 1), Err(StoreError::Unknown(_))));
+        assert!(matches!(parse(None, 1), Err(StoreError::Unknown(_))));
+    }
+}
