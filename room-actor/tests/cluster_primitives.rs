@@ -309,3 +309,26 @@ async fn a_batch_that_fails_acknowledges_none_of_its_entries() {
     );
     assert_eq!(store.append_fenced(pks[2].clone(), entry(1), String::new()).await, Ok(()));
 }
+
+/// Many rooms' lease holders in one read, in order, unheld rooms as `None`, past the
+/// thousand rooms one `MGET` reads.
+#[tokio::test]
+async fn holders_of_many_rooms_are_read_in_order() {
+    let (store, keys) = store().await;
+    let a = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let b = Leases::new(store.connection(), keys.clone(), "node-b", 60_000);
+    assert_eq!(a.holders(&[]).await.unwrap(), Vec::<Option<String>>::new());
+    let rooms: Vec<String> = (0..2500).map(|i| format!("r_h{i}")).collect();
+    let token_a = a.claim(&rooms[3]).await.unwrap().expect("free");
+    let token_b = b.claim(&rooms[1999]).await.unwrap().expect("free");
+    let holders = a.holders(&rooms).await.unwrap();
+    assert_eq!(holders.len(), 2500);
+    for (i, holder) in holders.iter().enumerate() {
+        let expected = match i {
+            3 => Some(token_a.clone()),
+            1999 => Some(token_b.clone()),
+            _ => None,
+        };
+        assert_eq!(holder, &expected, "room {i}");
+    }
+}

@@ -5,13 +5,12 @@
 -- Error replies start with their code word (Redis prefixes ERR to a bare word).
 -- Refuses with FENCED when the lease belongs to someone else (a node that lost its lease
 -- can never append again), and with CONFLICT <last> unless seq = last + 1.
-if ARGV[3] ~= '' then
-  local owner = redis.call('GET', KEYS[3])
-  if owner ~= ARGV[3] then
-    return redis.error_reply('FENCED the room lease belongs to another node')
-  end
+-- One read for the lease and the last seq (false where a key is missing).
+local got = redis.call('MGET', KEYS[3], KEYS[2])
+if ARGV[3] ~= '' and got[1] ~= ARGV[3] then
+  return redis.error_reply('FENCED the room lease belongs to another node')
 end
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+local last = tonumber(got[2] or '0')
 if tonumber(ARGV[1]) ~= last + 1 then
   return redis.error_reply('CONFLICT ' .. last)
 end

@@ -11,10 +11,12 @@ local out = {}
 for i = 1, #KEYS / 3 do
   local k = 3 * i - 2
   local token = ARGV[k + 2]
-  if token ~= '' and redis.call('GET', KEYS[k + 2]) ~= token then
+  -- One read for the lease and the last seq (false where a key is missing).
+  local got = redis.call('MGET', KEYS[k + 2], KEYS[k + 1])
+  if token ~= '' and got[1] ~= token then
     out[i] = 'FENCED'
   else
-    local last = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+    local last = tonumber(got[2] or '0')
     if tonumber(ARGV[k]) ~= last + 1 then
       out[i] = 'CONFLICT ' .. last
     else
