@@ -129,29 +129,51 @@ pub fn ws_url(base: &str, token: &str) -> anyhow::Result<String> {
     Ok(format!("{scheme}://{}/ws?token={token}", rest.trim_end_matches('/')))
 }
 
+/// Setup calls answered `503 room_unavailable` (a room between owners, or still starting
+/// on its owner) are tried this many times in all, as the protocol asks of a client.
+const UNAVAILABLE_TRIES: u32 = 8;
+
+/// A setup `POST`. A connection that failed before any response is tried once more; a
+/// `503 room_unavailable` again after its `Retry-After` (250 ms when it names none, at
+/// most 2 s), up to [`UNAVAILABLE_TRIES`] times, each retry said on stderr.
 pub async fn post(http: &reqwest::Client, url: String, token: Option<&str>, body: Value) -> anyhow::Result<Value> {
-    let mut req = http.post(&url).json(&body);
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
-    }
-    let res = match timeout(SETUP_TIMEOUT, req.send()).await.context("timed out")? {
-        Ok(res) => res,
-        // The connection failed before a response: send once more on a fresh one.
-        Err(e) if e.is_connect() || e.is_request() => {
-            let mut again = http.post(&url).json(&body);
-            if let Some(t) = token {
-                again = again.bearer_auth(t);
-            }
-            timeout(SETUP_TIMEOUT, again.send()).await.context("timed out")?.with_context(|| format!("POST {url}"))?
+    let send = || {
+        let mut req = http.post(&url).json(&body);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
         }
-        Err(e) => return Err(e).with_context(|| format!("POST {url}")),
+        req.send()
     };
-    let status = res.status();
-    let v: Value = res.json().await.with_context(|| format!("POST {url}: body"))?;
-    if !status.is_success() {
-        bail!("POST {url}: {status} {v}");
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let res = match timeout(SETUP_TIMEOUT, send()).await.context("timed out")? {
+            Ok(res) => res,
+            // The connection failed before a response: send once more on a fresh one.
+            Err(e) if e.is_connect() || e.is_request() => {
+                timeout(SETUP_TIMEOUT, send()).await.context("timed out")?.with_context(|| format!("POST {url}"))?
+            }
+            Err(e) => return Err(e).with_context(|| format!("POST {url}")),
+        };
+        let status = res.status();
+        let retry_after = res
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(Duration::from_millis(250), |s| Duration::from_secs(s).min(Duration::from_secs(2)));
+        let v: Value = res.json().await.with_context(|| format!("POST {url}: body"))?;
+        if status.is_success() {
+            return Ok(v);
+        }
+        let unavailable = status == reqwest::StatusCode::SERVICE_UNAVAILABLE
+            && v.get("code").and_then(Value::as_str) == Some("room_unavailable");
+        if !unavailable || tries >= UNAVAILABLE_TRIES {
+            bail!("POST {url}: {status} {v} (try {tries})");
+        }
+        eprintln!("loadgen: POST {url} answered {status} room_unavailable; trying again in {retry_after:?}");
+        tokio::time::sleep(retry_after).await;
     }
-    Ok(v)
 }
 
 pub async fn session(http: &reqwest::Client, base: &str, name: String) -> anyhow::Result<Session> {
@@ -277,6 +299,53 @@ mod tests {
         assert_eq!(ws_url("http://127.0.0.1:8080/", "t").unwrap(), "ws://127.0.0.1:8080/ws?token=t");
         assert_eq!(ws_url("https://rooms.example:443", "t").unwrap(), "wss://rooms.example:443/ws?token=t");
         assert!(ws_url("ftp://x", "t").is_err());
+    }
+
+    /// A server on a free loopback port answering each connection's request with the next
+    /// of `answers` (status line, JSON body), then closing; how many it answered.
+    async fn answering(answers: Vec<(&'static str, &'static str)>) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/api/x", listener.local_addr().unwrap());
+        let served = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = served.clone();
+        tokio::spawn(async move {
+            for (status, body) in answers.into_iter().cycle() {
+                let Ok((mut sock, _)) = listener.accept().await else { return };
+                let mut buf = vec![0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                let reply = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nretry-after: 0\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = sock.write_all(reply.as_bytes()).await;
+            }
+        });
+        (url, served)
+    }
+
+    const UNAVAILABLE: (&str, &str) =
+        ("503 Service Unavailable", r#"{"code":"room_unavailable","reason":"잠시 후 다시 시도해 주세요"}"#);
+
+    #[tokio::test]
+    async fn a_setup_call_answered_room_unavailable_is_tried_again() {
+        let (url, served) = answering(vec![UNAVAILABLE, UNAVAILABLE, ("200 OK", r#"{"ok":true}"#)]).await;
+        let got = post(&reqwest::Client::new(), url, None, json!({})).await.unwrap();
+        assert_eq!(got, json!({"ok": true}));
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn a_setup_call_gives_up_after_its_tries_and_other_errors_are_not_retried() {
+        let (url, served) = answering(vec![UNAVAILABLE]).await;
+        let err = post(&reqwest::Client::new(), url, None, json!({})).await.unwrap_err();
+        assert!(format!("{err:#}").contains("(try 8)"), "{err:#}");
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 8);
+        let (url, served) = answering(vec![("409 Conflict", r#"{"code":"room_full","reason":"x"}"#)]).await;
+        let err = post(&reqwest::Client::new(), url, None, json!({})).await.unwrap_err();
+        assert!(format!("{err:#}").contains("409"), "{err:#}");
+        assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     #[test]
