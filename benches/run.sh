@@ -20,6 +20,9 @@
 # roomd-cluster-tally-rc is the same load with the two nodes on a Redis Cluster of three
 # masters (ROOMD__REDIS__CLUSTER_URLS, sharded pub/sub), its three processes on core 0 too.
 # roomd-cluster-halli-galli is the Halli Galli load on the same two nodes and Redis.
+# roomd-cluster-tally-one-node (not in the default set) is the tally load on one cluster
+# node and its Redis: every room is local, so it prices the Redis store and the leases
+# without any cross-node hop (the floor of a path that sends clients to the owner).
 #
 # The server (roomd or limit_server) is pinned to core 0 and loadgen to core 1 with
 # taskset. Every scenario starts a fresh server. Server CPU seconds (utime+stime) come
@@ -108,21 +111,21 @@ start_roomd() { # [file]: the embedded file store in a fresh $WORK directory; el
   SERVER_PID=$!
   wait_port "$PORT"
 }
-start_cluster() {
+start_cluster() { # [COUNT]: nodes (2)
   command -v redis-server >/dev/null || { echo "roomd-cluster-tally needs redis-server" >&2; return 1; }
   taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
     --dir "$WORK" --logfile "$WORK/redis.log" &
   local redis=$!
   wait_port "$REDIS_PORT"
-  start_nodes "$redis" ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/"
+  start_nodes "$redis" ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/" "${1:-2}"
 }
-# start_nodes PIDS SETTING=VALUE: the two bench nodes on core 0 with that Redis setting;
-# SERVER_PID = PIDS (the Redis processes) and the nodes'.
+# start_nodes PIDS SETTING=VALUE [COUNT]: the bench nodes (two, or COUNT) on core 0 with
+# that Redis setting; SERVER_PID = PIDS (the Redis processes) and the nodes'.
 start_nodes() {
-  local pids=$1 redis_setting=$2
+  local pids=$1 redis_setting=$2 count=${3:-2}
   local secret; secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
   local port id
-  for id in 1 2; do
+  for id in $(seq "$count"); do
     port=$PORT; [[ $id == 2 ]] && port=$PORT2
     env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
       "$redis_setting" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
@@ -130,8 +133,8 @@ start_nodes() {
     pids="$pids,$!"
   done
   SERVER_PID=$pids
-  wait_port "$PORT"; wait_port "$PORT2"
-  sleep 2 # both nodes see each other (membership heartbeats)
+  wait_port "$PORT"; [[ $count == 1 ]] || wait_port "$PORT2"
+  sleep 2 # the nodes see each other (membership heartbeats)
 }
 # The same two nodes on a Redis Cluster of 3 masters (no replicas; all on core 0):
 # REDIS_STATS names its three processes.
@@ -199,6 +202,11 @@ fi
 if want roomd-cluster-tally; then
 start_cluster
 scenario roomd-cluster-tally --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
+  --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
+fi
+if want roomd-cluster-tally-one-node; then
+start_cluster 1
+scenario roomd-cluster-tally-one-node --url "http://127.0.0.1:$PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
   --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
 fi
 if want roomd-cluster-tally-rc; then
