@@ -14,7 +14,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
 use engine::PlayerId;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use room_actor::messages::{Drain, SessionId, ToClient};
+use room_actor::messages::{Drain, Out, SessionId, ToClient};
 use room_actor::room_ref::{Caller, Lookup, Missing, RouteLost};
 use room_actor::sessions::Session;
 use room_actor::{wire, RoomRef};
@@ -424,7 +424,7 @@ impl Actor for WsSession {
         self.caller = Some(Caller {
             session: self.id,
             user: self.user.clone(),
-            out: ctx.address().recipient(),
+            out: Out::Local(ctx.address().recipient()),
             lost: ctx.address().recipient(),
         });
         self.state

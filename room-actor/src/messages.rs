@@ -52,6 +52,43 @@ impl ToClient {
 #[rtype(result = "()")]
 pub struct Drain;
 
+/// Where a room's frames for one session go: the session's actor on this node, or
+/// straight into the outbox toward the session's node (a session on another node: no
+/// actor in between, so a remote frame costs one queue push, not a mailbox and a wake).
+#[derive(Clone)]
+pub enum Out {
+    Local(Recipient<ToClient>),
+    Remote(Arc<crate::cluster::outbox::RemoteOut>),
+}
+
+impl Out {
+    /// Sends without waiting: `Full` when a local session's mailbox is (a slow reader),
+    /// `Closed` when it stopped. A remote session's frames always join its node's outbox.
+    pub fn try_send(&self, msg: ToClient) -> Result<(), SendError<ToClient>> {
+        match self {
+            Out::Local(out) => out.try_send(msg),
+            Out::Remote(remote) => {
+                remote.send(msg);
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends even to a full mailbox (closing frames, operators' notices).
+    pub fn do_send(&self, msg: ToClient) {
+        match self {
+            Out::Local(out) => out.do_send(msg),
+            Out::Remote(remote) => remote.send(msg),
+        }
+    }
+}
+
+impl From<Recipient<ToClient>> for Out {
+    fn from(out: Recipient<ToClient>) -> Out {
+        Out::Local(out)
+    }
+}
+
 /// Start watching the room: as its player if `user` is seated, else as a spectator.
 /// Answered with `sync` on `out`.
 #[derive(Message)]
@@ -59,7 +96,7 @@ pub struct Drain;
 pub struct Subscribe {
     pub session: SessionId,
     pub user: PlayerId,
-    pub out: Recipient<ToClient>,
+    pub out: Out,
 }
 
 /// Stop watching (also sent when the socket closes).
@@ -79,7 +116,7 @@ pub struct Act {
     pub cs: u64,
     /// The game action as sent (`a`); the room checks its shape.
     pub action: serde_json::Value,
-    pub out: Recipient<ToClient>,
+    pub out: Out,
     /// When the gateway took the frame off the socket (latency metric).
     pub received: Instant,
     /// How long the action spent on the bus from a gateway on another node (its publish

@@ -20,8 +20,8 @@ use crate::cluster::node::{ClusterNode, Owner};
 use crate::directory::{Directory, RoomHandle};
 use crate::info::RoomInfo;
 use crate::messages::{
-    Act, AdminView, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RoomOpError, RttSample, SessionId, Start,
-    Subscribe, TakeSeat, ToClient, Unsubscribe,
+    Act, AdminView, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RoomOpError, RttSample, SessionId,
+    Start, Subscribe, TakeSeat, Unsubscribe,
 };
 use crate::store::RoomStore;
 use actix::prelude::*;
@@ -88,7 +88,7 @@ pub struct Caller {
     pub user: PlayerId,
     /// Where the room sends its frames (a room on another node reaches the session
     /// through its node's outbox and this node's session registry instead).
-    pub out: Recipient<ToClient>,
+    pub out: Out,
     /// Told when a verb could not reach the room's node.
     pub lost: Recipient<RouteLost>,
 }

@@ -8,9 +8,10 @@ use engine::{Actor, PlayerId, Seed};
 use room_actor::cluster::bus::{self, Envelope, Publisher, RoomCmd};
 use room_actor::cluster::lease::Leases;
 use room_actor::cluster::membership::{Member, Membership};
-use room_actor::cluster::outbox::Outboxes;
+use room_actor::cluster::outbox::{Outboxes, RemoteOut};
 use room_actor::keys::{game_pk, Keys};
 use room_actor::log::{LogEntry, StartEntry};
+use room_actor::messages::{ByteString, Out, ToClient};
 use room_actor::metrics::RoomMetrics;
 use room_actor::{RedisStore, RoomStore, StoreError};
 use std::time::Duration;
@@ -200,6 +201,54 @@ async fn an_outbox_sends_a_burst_in_few_frames_in_order() {
     }
     assert_eq!(seen, (1..=1001).collect::<Vec<_>>(), "every envelope once, in order");
     assert!(frames <= 20, "1001 envelopes in {frames} frames: the outbox batches");
+}
+
+/// A room's frames for a subscriber on another node go straight into that node's
+/// outbox: they arrive for the session in the order sent, equal texts once per frame,
+/// and a closing frame keeps its flag.
+#[tokio::test]
+async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_flag() {
+    let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
+    let (store, _) = store().await;
+    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
+    let metrics = RoomMetrics::unregistered().unwrap();
+    let mut rx =
+        bus::subscribe(room_actor::redis_conn::RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
+    let outboxes = Outboxes::new(Publisher::new(store.connection(), &prefix));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while outboxes.send("node-b", act(0)).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "the bus subscription never came up");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out =
+        Out::Remote(std::sync::Arc::new(RemoteOut { session: 7, node: "node-b".into(), outboxes: outboxes.clone() }));
+    let other =
+        Out::Remote(std::sync::Arc::new(RemoteOut { session: 8, node: "node-b".into(), outboxes: outboxes.clone() }));
+    let update = ByteString::from_static(r#"{"t":"update"}"#);
+    out.try_send(ToClient::frame(update.clone())).unwrap();
+    other.try_send(ToClient::frame(update.clone())).unwrap();
+    out.try_send(ToClient::frame(ByteString::from_static(r#"{"t":"ack"}"#))).unwrap();
+    out.do_send(ToClient::closing(ByteString::from_static(r#"{"t":"error"}"#)));
+    let mut got = Vec::new();
+    while got.len() < 4 {
+        let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("frames arrive").unwrap();
+        for envelope in delivered.envelopes {
+            if let Envelope::Sessions { texts, items } = envelope {
+                for item in items {
+                    got.push((item.session, texts[item.text as usize].clone(), item.close));
+                }
+            }
+        }
+    }
+    assert_eq!(
+        got,
+        vec![
+            (7, r#"{"t":"update"}"#.to_owned(), false),
+            (8, r#"{"t":"update"}"#.to_owned(), false),
+            (7, r#"{"t":"ack"}"#.to_owned(), false),
+            (7, r#"{"t":"error"}"#.to_owned(), true),
+        ]
+    );
 }
 
 /// A frame nobody hears acknowledges none of what it carried: every waiter gets the

@@ -6,13 +6,12 @@
 //! per destination: one queue, one publish in flight. Session messages in a batch share
 //! their texts, so an update several of a node's sessions see crosses once.
 //!
-//! A `RemoteSession` stands in for each remote subscriber, so rooms keep talking to a
-//! `Recipient<ToClient>` whatever the session's node.
+//! A [`RemoteOut`] stands in for each remote subscriber ([`Out::Remote`](crate::messages::Out)):
+//! a room's frame for it goes straight into the outbox toward its node.
 
 use crate::cluster::bus::{Envelope, Publisher, SessionFrame};
 use crate::error::StoreError;
 use crate::messages::{ByteString, ToClient};
-use actix::prelude::*;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
@@ -192,29 +191,16 @@ impl Batch {
 }
 
 /// A subscriber on another node, as a room sees it.
-pub struct RemoteSession {
+pub struct RemoteOut {
     pub session: u64,
     pub node: String,
     pub outboxes: Outboxes,
 }
 
-impl Actor for RemoteSession {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        ctx.set_mailbox_capacity(1024);
-    }
-}
-
-impl Handler<ToClient> for RemoteSession {
-    type Result = ();
-
-    fn handle(&mut self, msg: ToClient, ctx: &mut Context<Self>) {
-        let close = msg.close;
+impl RemoteOut {
+    /// Queues `msg` for the session in its node's outbox.
+    pub fn send(&self, msg: ToClient) {
         self.outboxes.session(&self.node, self.session, msg);
-        if close {
-            ctx.stop();
-        }
     }
 }
 

@@ -13,7 +13,7 @@ use tracing::{error, warn};
 pub(super) struct Sub {
     pub(super) user: PlayerId,
     pub(super) viewer: Option<PlayerId>,
-    pub(super) out: Recipient<ToClient>,
+    pub(super) out: Out,
 }
 
 #[derive(Default)]
@@ -31,12 +31,12 @@ pub(super) struct Audience {
 
 impl<G: Game> RoomActor<G> {
     /// Sends without waiting; `false` if the session's mailbox is full (a slow reader).
-    pub(super) fn send(out: &Recipient<ToClient>, text: impl Into<ByteString>) -> bool {
+    pub(super) fn send(out: &Out, text: impl Into<ByteString>) -> bool {
         Self::send_frame(out, ToClient::frame(text))
     }
 
     /// [`Self::send`] for a frame with its flags (e.g. [`ToClient::stale`]).
-    pub(super) fn send_frame(out: &Recipient<ToClient>, frame: ToClient) -> bool {
+    pub(super) fn send_frame(out: &Out, frame: ToClient) -> bool {
         !matches!(out.try_send(frame), Err(SendError::Full(_)))
     }
 

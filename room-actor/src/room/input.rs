@@ -27,7 +27,7 @@ pub(super) enum Origin {
     /// `hop`: the time the action spent on the bus from another node's gateway.
     Client {
         cs: u64,
-        out: Recipient<ToClient>,
+        out: Out,
         received: Instant,
         hop: Duration,
     },

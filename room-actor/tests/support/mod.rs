@@ -53,7 +53,7 @@ impl Client {
     }
 
     pub fn subscribe(&self, room: &RoomHandle) {
-        room.subscribe(Subscribe { session: self.session, user: self.user.clone(), out: self.out.clone() })
+        room.subscribe(Subscribe { session: self.session, user: self.user.clone(), out: self.out.clone().into() })
             .expect("the room takes the subscription");
     }
 
@@ -63,7 +63,7 @@ impl Client {
             user: self.user.clone(),
             cs,
             action,
-            out: self.out.clone(),
+            out: self.out.clone().into(),
             received: Instant::now(),
             hop: Duration::ZERO,
         })

@@ -9,7 +9,7 @@ use crate::cluster::bus::{self, Publisher, Reply};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
-use crate::cluster::outbox::{Outboxes, RemoteSession};
+use crate::cluster::outbox::Outboxes;
 use crate::cluster::placement;
 use crate::cluster::quota::RoomQuota;
 use crate::cluster::routes::{self, RouteBoard};
@@ -20,7 +20,6 @@ use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
 use crate::sessions::Sessions;
 use crate::store::RoomStore;
-use actix::prelude::*;
 use engine::registry::{self, GameVisitor};
 use engine::Game;
 use futures_util::StreamExt;
@@ -79,7 +78,6 @@ pub struct ClusterNode {
     deps: RoomDeps,
     /// Rooms whose lease this node holds, with the token.
     held: Mutex<HashMap<String, String>>,
-    remotes: Mutex<HashMap<(String, u64), Addr<RemoteSession>>>,
     /// This node's own sockets, for messages arriving from rooms elsewhere (the node's
     /// one session registry: the gateway uses the same).
     sessions: Arc<Sessions>,
@@ -141,7 +139,6 @@ impl ClusterNode {
             store,
             deps,
             held: Mutex::new(HashMap::new()),
-            remotes: Mutex::new(HashMap::new()),
             sessions: Arc::new(Sessions::new()),
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),

@@ -6,15 +6,14 @@
 
 use super::{ClusterNode, Owner};
 use crate::cluster::bus::{Envelope, NodeCmd, Reply, RoomCmd};
-use crate::cluster::outbox::RemoteSession;
+use crate::cluster::outbox::RemoteOut;
 use crate::error::StoreError;
 use crate::messages::{
-    Act, ByteString, Close, GetInfo, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, SessionId, Start, Subscribe,
+    Act, ByteString, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RttSample, SessionId, Start, Subscribe,
     TakeSeat, ToClient, Unsubscribe,
 };
 use crate::sessions::Sessions;
 use crate::wire;
-use actix::prelude::*;
 use engine::PlayerId;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -31,17 +30,9 @@ fn json<T: serde::Serialize>(value: &T) -> String {
 }
 
 impl ClusterNode {
-    /// A `Recipient` that delivers to `session` on `node`.
-    pub fn remote_out(&self, node: &str, session: u64) -> Option<Recipient<ToClient>> {
-        let mut remotes = self.remotes.lock().ok()?;
-        if let Some(addr) = remotes.get(&(node.to_owned(), session)) {
-            if addr.connected() {
-                return Some(addr.clone().recipient());
-            }
-        }
-        let addr = RemoteSession { session, node: node.to_owned(), outboxes: self.outboxes.clone() }.start();
-        remotes.insert((node.to_owned(), session), addr.clone());
-        Some(addr.recipient())
+    /// Where a room's frames for `session` on `node` go: that node's outbox.
+    pub fn remote_out(&self, node: &str, session: u64) -> Out {
+        Out::Remote(Arc::new(RemoteOut { session, node: node.to_owned(), outboxes: self.outboxes.clone() }))
     }
 
     /// This node's sessions: rooms elsewhere reach them through this registry.
@@ -141,14 +132,11 @@ impl ClusterNode {
                     self.reply(from, req, Reply::NotHere);
                 }
                 RoomCmd::Act { session, cs, .. } => {
-                    if let Some(out) = self.remote_out(from, session) {
-                        let _ = out.try_send(ToClient::stale(room, wire::resend(room, Some(cs))));
-                    }
+                    let _ =
+                        self.remote_out(from, session).try_send(ToClient::stale(room, wire::resend(room, Some(cs))));
                 }
                 RoomCmd::Subscribe { session, .. } => {
-                    if let Some(out) = self.remote_out(from, session) {
-                        let _ = out.try_send(ToClient::stale(room, wire::room_moved(room)));
-                    }
+                    let _ = self.remote_out(from, session).try_send(ToClient::stale(room, wire::room_moved(room)));
                 }
                 RoomCmd::Unsubscribe { .. } | RoomCmd::Rtt { .. } => {}
             }
@@ -156,19 +144,14 @@ impl ClusterNode {
         };
         match cmd {
             RoomCmd::Subscribe { session, user } => {
-                if let Some(out) = self.remote_out(from, session) {
-                    let _ =
-                        handle.subscribe(Subscribe { session: SessionId(session), user: PlayerId::from(user), out });
-                }
+                let out = self.remote_out(from, session);
+                let _ = handle.subscribe(Subscribe { session: SessionId(session), user: PlayerId::from(user), out });
             }
             RoomCmd::Unsubscribe { session } => {
                 let _ = handle.unsubscribe(Unsubscribe { session: SessionId(session) });
-                if let Ok(mut remotes) = self.remotes.lock() {
-                    remotes.remove(&(from.to_owned(), session));
-                }
             }
             RoomCmd::Act { session, user, cs, action_json } => {
-                let Some(out) = self.remote_out(from, session) else { return };
+                let out = self.remote_out(from, session);
                 let action = serde_json::from_str(&action_json).unwrap_or(serde_json::Value::Null);
                 let act = Act {
                     session: SessionId(session),
