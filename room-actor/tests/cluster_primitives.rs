@@ -1,8 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 //! The cluster's Redis primitives against a real Redis (`REDIS_URL`, provided by
 //! ./scripts/test; these fail, never skip, without it): leases with growing epochs,
-//! fencing of appends by a lost lease, batch renewal, release, membership, and the bus
-//! outboxes (a burst batched in order; a frame nobody hears fails all it carried).
+//! fencing of appends by a lost lease, batch renewal, release, membership, the bus
+//! outboxes (a burst batched in order; a frame nobody hears fails all it carried; a
+//! remote subscriber's frames), and appends group-committed across rooms (one test with
+//! replicated acknowledgements starts a private master and replica of its own).
 
 use engine::{Actor, PlayerId, Seed};
 use room_actor::cluster::bus::{self, Envelope, Publisher, RoomCmd};
@@ -13,8 +15,10 @@ use room_actor::keys::{game_pk, Keys};
 use room_actor::log::{LogEntry, StartEntry};
 use room_actor::messages::{ByteString, Out, ToClient};
 use room_actor::metrics::RoomMetrics;
+use room_actor::redis_conn::RedisTarget;
 use room_actor::{RedisStore, RoomStore, StoreError};
-use std::time::Duration;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 async fn store() -> (RedisStore, Keys) {
     let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
@@ -165,16 +169,13 @@ fn act(cs: u64) -> Envelope {
     }
 }
 
-/// A burst for one node leaves its outbox in a few frames (not one publish per message),
-/// every envelope once and in the order it was sent.
-#[tokio::test]
-async fn an_outbox_sends_a_burst_in_few_frames_in_order() {
+/// Outboxes of a node, and the bus of `node-b` listening (a first message went through).
+async fn outboxes_to_node_b() -> (Outboxes, tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>) {
     let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
     let (store, _) = store().await;
     let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
     let metrics = RoomMetrics::unregistered().unwrap();
-    let mut rx =
-        bus::subscribe(room_actor::redis_conn::RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
+    let rx = bus::subscribe(RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
     let outboxes = Outboxes::new(Publisher::new(store.connection(), &prefix));
     // Until the subscription is up, a publish finds nobody listening.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -182,6 +183,14 @@ async fn an_outbox_sends_a_burst_in_few_frames_in_order() {
         assert!(tokio::time::Instant::now() < deadline, "the bus subscription never came up");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    (outboxes, rx)
+}
+
+/// A burst for one node leaves its outbox in a few frames (not one publish per message),
+/// every envelope once and in the order it was sent.
+#[tokio::test]
+async fn an_outbox_sends_a_burst_in_few_frames_in_order() {
+    let (outboxes, mut rx) = outboxes_to_node_b().await;
     let mut frames = 0;
     let mut seen = Vec::new();
     for cs in 1..=1000 {
@@ -208,18 +217,7 @@ async fn an_outbox_sends_a_burst_in_few_frames_in_order() {
 /// and a closing frame keeps its flag.
 #[tokio::test]
 async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_flag() {
-    let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
-    let (store, _) = store().await;
-    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
-    let metrics = RoomMetrics::unregistered().unwrap();
-    let mut rx =
-        bus::subscribe(room_actor::redis_conn::RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
-    let outboxes = Outboxes::new(Publisher::new(store.connection(), &prefix));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while outboxes.send("node-b", act(0)).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "the bus subscription never came up");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (outboxes, mut rx) = outboxes_to_node_b().await;
     let out =
         Out::Remote(std::sync::Arc::new(RemoteOut { session: 7, node: "node-b".into(), outboxes: outboxes.clone() }));
     let other =
@@ -379,5 +377,83 @@ async fn holders_of_many_rooms_are_read_in_order() {
             _ => None,
         };
         assert_eq!(holder, &expected, "room {i}");
+    }
+}
+
+/// A `redis-server` of this test's own, killed when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+            .args(extra)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server is installed (./scripts/test installs it)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "redis-server did not start on {port}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Server { child, port }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    fn info(&self, section: &str) -> String {
+        let out = Command::new("redis-cli").args(["-p", &self.port.to_string(), "info", section]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Group-committed appends with replicated acknowledgements (`ROOMD__REDIS__ACK_REPLICAS`)
+/// on a private master and replica of this test's own: a batch counts only once the
+/// replica holds it; with the replica gone, every entry of a batch is `Unknown`.
+#[tokio::test]
+async fn a_batch_counts_once_the_replica_holds_it_and_none_of_it_counts_without_the_replica() {
+    let master = Server::start(&[]);
+    let master_port = master.port.to_string();
+    let replica = Server::start(&["--replicaof", "127.0.0.1", &master_port]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !replica.info("replication").contains("master_link_status:up") {
+        assert!(Instant::now() < deadline, "the replica never linked to its master");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let target = RedisTarget::Single(master.url());
+    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
+    let store = RedisStore::connect_to(&target, &prefix).await.unwrap().with_acks(&target, 1, 300).await.unwrap();
+    let pks: Vec<String> = (0..3).map(|i| game_pk(&format!("r_rep{i}"), "01")).collect();
+
+    let (batches, _) = store.append_batches().expect("one Redis batches its appends");
+    let results =
+        futures_util::future::join_all(pks.iter().map(|pk| store.append_fenced(pk.clone(), entry(1), String::new())))
+            .await;
+    assert_eq!(results, vec![Ok(()), Ok(()), Ok(())]);
+    assert_eq!(store.append_batches().unwrap().0 - batches, 1, "the three went in one batch, one WAIT");
+
+    // The replica gone, the entries reach the master only: none of them is acknowledged.
+    drop(replica);
+    let results =
+        futures_util::future::join_all(pks.iter().map(|pk| store.append_fenced(pk.clone(), entry(2), String::new())))
+            .await;
+    for result in &results {
+        match result {
+            Err(StoreError::Unknown(why)) => assert!(why.contains("ROOMD__REDIS__ACK_REPLICAS"), "{why}"),
+            other => panic!("an unreplicated batch was answered {other:?}"),
+        }
     }
 }
