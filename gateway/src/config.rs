@@ -57,6 +57,32 @@ pub struct Http {
 pub struct Node {
     /// Generated when unset.
     pub id: Option<String>,
+    /// The base URL clients can reach this very node at (`http://10.0.3.7:8080`,
+    /// `https://rooms.example/n/roomd-1`), shown as `nodeUrl` in the info of the rooms it
+    /// owns so clients may connect their WebSocket straight to the owner. Unset = none
+    /// shown: clients use whichever node they reach, which forwards over the bus.
+    pub public_url: Option<String>,
+}
+
+impl Node {
+    /// The public URL, checked and without a trailing `/`, or why it is not one.
+    pub fn public_url(&self) -> Result<Option<String>, String> {
+        let Some(raw) = self.public_url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        let bad = |why: &str| format!("ROOMD__NODE__PUBLIC_URL {raw:?}: {why}");
+        let url = url::Url::parse(raw).map_err(|e| bad(&e.to_string()))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(bad("must be an http:// or https:// base URL (the WebSocket is at its /ws)"));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(bad("has no host"));
+        }
+        if url.query().is_some() || url.fragment().is_some() || !url.username().is_empty() || url.password().is_some() {
+            return Err(bad("must not carry a query, a fragment or credentials"));
+        }
+        Ok(Some(raw.trim_end_matches('/').to_owned()))
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -247,5 +273,35 @@ impl Settings {
         builder = builder
             .add_source(Environment::with_prefix("ROOMD").prefix_separator("__").separator("__").try_parsing(true));
         builder.build()?.try_deserialize()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Node;
+
+    fn public(url: &str) -> Result<Option<String>, String> {
+        Node { id: None, public_url: Some(url.to_owned()) }.public_url()
+    }
+
+    #[test]
+    fn a_public_url_is_an_http_base_url_kept_without_its_trailing_slash() {
+        assert_eq!(public("http://10.0.3.7:8080/"), Ok(Some("http://10.0.3.7:8080".to_owned())));
+        assert_eq!(public("https://rooms.example/n/roomd-1"), Ok(Some("https://rooms.example/n/roomd-1".to_owned())));
+        assert_eq!(public("  "), Ok(None));
+        assert_eq!(Node::default().public_url(), Ok(None));
+    }
+
+    #[test]
+    fn a_public_url_that_clients_could_not_use_is_refused_with_its_reason() {
+        for (url, why) in [
+            ("ws://10.0.3.7:8080", "http:// or https://"),
+            ("10.0.3.7:8080", "ROOMD__NODE__PUBLIC_URL"),
+            ("http://rooms.example/?node=1", "query"),
+            ("http://user:pw@rooms.example", "credentials"),
+        ] {
+            let refused = public(url).expect_err(url);
+            assert!(refused.contains(why), "{url}: {refused}");
+        }
     }
 }

@@ -145,6 +145,7 @@ impl AppState {
             directory: directory.clone(),
             metrics: room_metrics,
             node_id: node_id.clone(),
+            public_url: settings.node.public_url().map_err(StartError::Config)?.map(Arc::from),
             snapshot_every: settings.rooms.snapshot_every,
             clock: Clock::System,
             ended_linger: Duration::from_secs(settings.rooms.ended_linger_s),

@@ -532,3 +532,76 @@ async fn a_node_plays_through_a_tls_redis_whose_ca_is_in_ssl_cert_file_and_refus
     let _ = redis.kill();
     let _ = redis.wait();
 }
+
+#[tokio::test]
+async fn room_info_names_the_owners_public_url_and_a_socket_there_plays_and_follows_a_failover() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    // Each node knows its own address before it starts: its public URL is that address.
+    let start = |id: &str| {
+        let port = support::procs::free_port();
+        let public = format!("http://127.0.0.1:{port}/");
+        let settings = on_test_redis(id, &prefix)
+            .short_lease()
+            .set("ROOMD__HTTP__PORT", port.to_string())
+            .set("ROOMD__NODE__PUBLIC_URL", public);
+        Proc::spawn(id, settings)
+    };
+    let mut nodes = [start("da"), start("db")];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let (room, owner) = start_tally(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], json!(100)).await;
+    let (o, s) = if owner == "da" { (0, 1) } else { (1, 0) };
+    for via in &nodes {
+        let info: Value = get_json(&http, format!("{}/api/rooms/{room}", via.base), &alice).await;
+        assert_eq!(info["nodeUrl"], nodes[o].base.as_str(), "every node names the owner's URL, trailing / trimmed");
+    }
+    let ws_at = |base: &str| format!("{}/ws?token={alice}", base.replacen("http://", "ws://", 1));
+    let mut ws = tokio_tungstenite::connect_async(ws_at(&nodes[o].base)).await.unwrap().0;
+    send(&mut ws, json!({"t": "sub", "room": room})).await;
+    next_where(&mut ws, 10, |v| v["t"] == "sync").await.expect("sync from the owner itself");
+    assert_eq!(metric(&http, &nodes[o], "roomd_sessions").await, 1.0, "the socket is on the owner");
+    assert_eq!(metric(&http, &nodes[s], "roomd_sessions").await, 0.0);
+    for cs in 1..=3u64 {
+        send(&mut ws, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        let ack = next_where(&mut ws, 10, |v| v["t"] == "ack" && v["cs"] == cs).await.expect("ack on the owner");
+        assert_eq!(ack["seq"], cs);
+    }
+    nodes[o].kill();
+    // The survivor takes the room over and names itself; a client that reads the info
+    // again connects there and goes on where the log left off.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let info = loop {
+        let r = http.get(format!("{}/api/rooms/{room}", nodes[s].base)).bearer_auth(&alice).send().await.unwrap();
+        let info: Value = r.json().await.unwrap_or(Value::Null);
+        if info["node"] == nodes[s].id.as_str() || tokio::time::Instant::now() > deadline {
+            break info;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(info["nodeUrl"], nodes[s].base.as_str(), "the new owner's URL: {info}");
+    let mut ws = tokio_tungstenite::connect_async(ws_at(&nodes[s].base)).await.unwrap().0;
+    send(&mut ws, json!({"t": "sub", "room": room})).await;
+    next_where(&mut ws, 10, |v| v["t"] == "sync").await.expect("sync from the new owner");
+    send(&mut ws, json!({"t": "act", "room": room, "cs": 4, "a": {"type": "bump"}})).await;
+    let ack = next_where(&mut ws, 10, |v| v["t"] == "ack" && v["cs"] == 4).await.expect("ack after failover");
+    assert_eq!(ack["seq"], 4, "the three acknowledged bumps survived");
+}
+
+#[test]
+fn a_public_url_that_is_not_an_http_base_url_stops_the_node_with_its_reason() {
+    let out = Command::new(env!("CARGO_BIN_EXE_roomd"))
+        .env("ROOMD__HTTP__PORT", "0")
+        .env("ROOMD__STORE__KIND", "memory")
+        .env("ROOMD__AUTH__SECRET", "0123456789abcdef0123456789abcdef")
+        .env_remove("ROOMD__REDIS__URL")
+        .env("ROOMD__NODE__PUBLIC_URL", "ws://127.0.0.1:8080")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("ROOMD__NODE__PUBLIC_URL") && said.contains("http://"), "{said}");
+}

@@ -59,6 +59,7 @@ fn room(i: usize) -> RoomInfo {
         status: if i.is_multiple_of(5) { RoomStatus::Playing } else { RoomStatus::Waiting },
         game_pk: None,
         node: None,
+        node_url: None,
         grace_sec: 60,
         min_players: 2,
         max_players: 4,

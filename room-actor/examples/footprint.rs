@@ -34,6 +34,7 @@ fn main() {
             directory: Arc::new(Directory::new()),
             metrics: RoomMetrics::unregistered().unwrap(),
             node_id: "footprint".into(),
+            public_url: None,
             snapshot_every: 1000,
             clock: Clock::System,
             ended_linger: room_actor::room::ENDED_LINGER,

@@ -38,6 +38,11 @@ pub struct RoomInfo {
     pub game_pk: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
+    /// The owner node's public base URL (`ROOMD__NODE__PUBLIC_URL`) when it has one:
+    /// clients may connect their WebSocket to `{nodeUrl}/ws` there, and skip the hop
+    /// from the node they reached to the room's owner. Any node still serves every room.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_url: Option<String>,
     pub grace_sec: u32,
     pub min_players: usize,
     pub max_players: usize,

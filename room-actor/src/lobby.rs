@@ -97,6 +97,7 @@ mod tests {
             status: RoomStatus::Waiting,
             game_pk: None,
             node: None,
+            node_url: None,
             grace_sec: 60,
             min_players: 2,
             max_players: 4,

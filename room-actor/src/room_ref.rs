@@ -55,7 +55,7 @@ enum At {
     Remote { node: String, cluster: Arc<ClusterNode> },
     /// Known (saved) but no node runs it this moment (a failover in progress): its stored
     /// info is all there is; verbs answer `room_unavailable`.
-    Stored(RoomInfo),
+    Stored(Box<RoomInfo>),
 }
 
 /// Why a session's lookup found no room to talk to.
@@ -131,7 +131,7 @@ impl Rooms {
                 .room(room)
                 .await
                 .map_err(|_| RoomOpError::unavailable())?
-                .map(|info| RoomRef { room: room.to_owned(), at: Arc::new(At::Stored(info)) })
+                .map(|info| RoomRef { room: room.to_owned(), at: Arc::new(At::Stored(Box::new(info))) })
                 .ok_or_else(RoomOpError::unknown_room),
         }
     }
@@ -245,7 +245,7 @@ impl RoomRef {
                 Reply::Info(json) => decoded(Some(Ok(json))),
                 _ => Err(RoomOpError::unavailable()),
             },
-            At::Stored(info) => Ok(info.clone()),
+            At::Stored(info) => Ok(RoomInfo::clone(info)),
         }
     }
 
@@ -311,7 +311,7 @@ impl RoomRef {
                 let view = decoded(admin_answer(self.ask(|req| RoomCmd::Inspect { req }).await))?;
                 Ok(Inspection::Live { view, node: node.clone() })
             }
-            At::Stored(info) => Ok(Inspection::Stored(info.clone())),
+            At::Stored(info) => Ok(Inspection::Stored(RoomInfo::clone(info))),
         }
     }
 
@@ -436,6 +436,7 @@ mod tests {
             directory: directory.clone(),
             metrics: RoomMetrics::unregistered().unwrap(),
             node_id: "n1".into(),
+            public_url: None,
             snapshot_every: 16,
             clock: Clock::System,
             ended_linger: Duration::from_secs(60),

@@ -73,6 +73,8 @@ impl GameVisitor for DescribeVisitor<'_> {
             status: RoomStatus::Waiting,
             game_pk: None,
             node: Some(self.node.to_owned()),
+            // Named by the node that activates the room (placement may pick another).
+            node_url: None,
             grace_sec: self.new.grace_sec,
             min_players: range.min,
             max_players: range.max,

@@ -135,6 +135,7 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
         status: room_actor::RoomStatus::Waiting,
         game_pk: None,
         node: Some("n1".into()),
+        node_url: None,
         grace_sec: 60,
         min_players: 1,
         max_players: 8,

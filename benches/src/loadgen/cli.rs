@@ -19,6 +19,9 @@ servers
                         players of each room) are spread over them round-robin; https://
                         URLs use wss:// sockets          [default http://127.0.0.1:8080]
                         e.g. --url http://127.0.0.1:18080,http://127.0.0.1:18081
+  --direct              connect every player of a room to its owner node, when room info
+                        names one (`nodeUrl`, set by ROOMD__NODE__PUBLIC_URL) that is one
+                        of the --urls; otherwise players are spread over the --urls
   --insecure            accept any TLS certificate (a self-signed test proxy)
                         e.g. --url https://127.0.0.1:8443 --insecure
   --limit               the servers are limit_server: no HTTP, tally only
@@ -155,6 +158,7 @@ impl Cli {
             put("redis stats", url.clone());
         }
         put("insecure", c.insecure.to_string());
+        put("direct", c.direct.to_string());
         put("thresholds", self.thresholds.iter().map(|t| t.text.clone()).collect::<Vec<_>>().join("  "));
         put("machine", machine());
         p
@@ -256,6 +260,7 @@ fn apply(cli: &mut Cli, args: &[String]) -> anyhow::Result<()> {
             "--redis-stats" => cfg.redis_stats = Some(value()?.clone()),
             "--limit" => cfg.target = Target::Limit,
             "--insecure" => cfg.insecure = true,
+            "--direct" => cfg.direct = true,
             "--threshold" => cli.thresholds.push(value()?.parse()?),
             "--scenario" => {
                 value()?; // read first, in `parse`

@@ -145,6 +145,9 @@ pub struct Config {
     /// A Redis whose command counts and CPU are read as the window opens and closes (the
     /// cluster's Redis): the report's Redis budget per acknowledged action.
     pub redis_stats: Option<String>,
+    /// Connect each room's players to the room's owner (`nodeUrl` in room info) when it
+    /// is one of `urls`, instead of spreading them over the nodes.
+    pub direct: bool,
     /// Accept any TLS certificate (self-signed test proxies).
     pub insecure: bool,
     /// Draw live progress on stderr (only when it is a terminal).
@@ -173,6 +176,7 @@ impl Default for Config {
             seed: 1,
             server_pids: Vec::new(),
             redis_stats: None,
+            direct: false,
             insecure: false,
             progress: false,
         }

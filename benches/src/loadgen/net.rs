@@ -137,8 +137,26 @@ const UNAVAILABLE_TRIES: u32 = 8;
 /// `503 room_unavailable` again after its `Retry-After` (250 ms when it names none, at
 /// most 2 s), up to [`UNAVAILABLE_TRIES`] times, each retry said on stderr.
 pub async fn post(http: &reqwest::Client, url: String, token: Option<&str>, body: Value) -> anyhow::Result<Value> {
+    call(http, reqwest::Method::POST, url, token, Some(body)).await
+}
+
+/// A setup `GET`, tried as [`post`] is.
+pub async fn get(http: &reqwest::Client, url: String, token: Option<&str>) -> anyhow::Result<Value> {
+    call(http, reqwest::Method::GET, url, token, None).await
+}
+
+async fn call(
+    http: &reqwest::Client,
+    method: reqwest::Method,
+    url: String,
+    token: Option<&str>,
+    body: Option<Value>,
+) -> anyhow::Result<Value> {
     let send = || {
-        let mut req = http.post(&url).json(&body);
+        let mut req = http.request(method.clone(), &url);
+        if let Some(body) = &body {
+            req = req.json(body);
+        }
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
@@ -151,9 +169,9 @@ pub async fn post(http: &reqwest::Client, url: String, token: Option<&str>, body
             Ok(res) => res,
             // The connection failed before a response: send once more on a fresh one.
             Err(e) if e.is_connect() || e.is_request() => {
-                timeout(SETUP_TIMEOUT, send()).await.context("timed out")?.with_context(|| format!("POST {url}"))?
+                timeout(SETUP_TIMEOUT, send()).await.context("timed out")?.with_context(|| format!("{method} {url}"))?
             }
-            Err(e) => return Err(e).with_context(|| format!("POST {url}")),
+            Err(e) => return Err(e).with_context(|| format!("{method} {url}")),
         };
         let status = res.status();
         let retry_after = res
@@ -162,16 +180,16 @@ pub async fn post(http: &reqwest::Client, url: String, token: Option<&str>, body
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map_or(Duration::from_millis(250), |s| Duration::from_secs(s).min(Duration::from_secs(2)));
-        let v: Value = res.json().await.with_context(|| format!("POST {url}: body"))?;
+        let v: Value = res.json().await.with_context(|| format!("{method} {url}: body"))?;
         if status.is_success() {
             return Ok(v);
         }
         let unavailable = status == reqwest::StatusCode::SERVICE_UNAVAILABLE
             && v.get("code").and_then(Value::as_str) == Some("room_unavailable");
         if !unavailable || tries >= UNAVAILABLE_TRIES {
-            bail!("POST {url}: {status} {v} (try {tries})");
+            bail!("{method} {url}: {status} {v} (try {tries})");
         }
-        eprintln!("loadgen: POST {url} answered {status} room_unavailable; trying again in {retry_after:?}");
+        eprintln!("loadgen: {method} {url} answered {status} room_unavailable; trying again in {retry_after:?}");
         tokio::time::sleep(retry_after).await;
     }
 }
@@ -278,21 +296,52 @@ pub async fn setup_room(
     for (k, s) in sessions.iter().enumerate().skip(1) {
         post(http, format!("{}/api/rooms/{room}/seats", node_of(k)), Some(&s.token), json!({})).await?;
     }
+    // `--direct`: every player connects to the room's owner when room info names it (and
+    // it is one of the `--url`s: the loadgen talks to no other address).
+    let owner = if cfg.direct { owner_url(cfg, http, base, &room, &host.token).await? } else { None };
+    let socket_of = |k: usize| owner.as_deref().unwrap_or_else(|| node_of(k));
     let mut players = Vec::with_capacity(PLAYERS);
     for (k, s) in sessions.iter().enumerate() {
-        let ws = join(node_of(k), &s.token, &room, tls).await?;
+        let ws = join(socket_of(k), &s.token, &room, tls).await?;
         let restart =
-            (k == 0).then(|| Restart { http: http.clone(), base: node_of(k).to_owned(), token: s.token.clone() });
+            (k == 0).then(|| Restart { http: http.clone(), base: socket_of(k).to_owned(), token: s.token.clone() });
         players.push(Player { ws, me: s.user_id.clone(), room: room.clone(), restart });
     }
     post(http, format!("{base}/api/rooms/{room}/start"), Some(&host.token), json!({})).await?;
     Ok(players)
 }
 
+/// The room's `nodeUrl` if it is one of `cfg.urls` (compared without a trailing `/`);
+/// `None` when the owner names none or one the loadgen was not pointed at.
+async fn owner_url(
+    cfg: &Config,
+    http: &reqwest::Client,
+    base: &str,
+    room: &str,
+    token: &str,
+) -> anyhow::Result<Option<String>> {
+    let info = get(http, format!("{base}/api/rooms/{room}"), Some(token)).await?;
+    Ok(known_url(cfg, info.get("nodeUrl").and_then(Value::as_str)))
+}
+
+fn known_url(cfg: &Config, url: Option<&str>) -> Option<String> {
+    let url = url?.trim_end_matches('/');
+    cfg.urls.iter().find(|u| u.trim_end_matches('/') == url).cloned()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn direct_play_follows_only_an_owner_url_the_loadgen_was_pointed_at() {
+        let cfg =
+            Config { urls: vec!["http://127.0.0.1:8081".into(), "http://127.0.0.1:8082".into()], ..Config::default() };
+        assert_eq!(known_url(&cfg, Some("http://127.0.0.1:8082/")).as_deref(), Some("http://127.0.0.1:8082"));
+        assert_eq!(known_url(&cfg, Some("http://10.9.9.9:8082")), None, "not an address it was given");
+        assert_eq!(known_url(&cfg, None), None, "the owner names no public URL");
+    }
 
     #[test]
     fn https_urls_become_wss_sockets() {

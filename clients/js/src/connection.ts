@@ -63,6 +63,13 @@ export interface ConnectOptions {
   maxBackoffMs?: number;
   /** Delay before resending an action the server could not place (`room_unavailable`). */
   resendMs?: number;
+  /**
+   * Connect to this node first: a room's `nodeUrl` (its owner's public base URL), which
+   * skips the hop from another node to the owner. Once a socket to it fails or closes,
+   * the next try goes to the client's `baseUrl` (any node serves every room), and the
+   * tries alternate from then on until one opens.
+   */
+  nodeUrl?: string;
 }
 
 export type ConnectionStatus = 'connecting' | 'open' | 'closed';
@@ -120,6 +127,8 @@ export class Connection extends Emitter<ConnectionEvents> {
   private readonly Ws: WebSocketCtor;
   private readonly cs: CsSource;
   private readonly opts: Required<Pick<ConnectOptions, 'backoffMs' | 'maxBackoffMs' | 'resendMs'>>;
+  private readonly nodeUrl: string | undefined;
+  private toNode = true;
 
   constructor(
     private readonly client: RoomdClient,
@@ -132,6 +141,7 @@ export class Connection extends Emitter<ConnectionEvents> {
     this.cs = opts.cs ?? new ClockCs();
     this.opts = { backoffMs: opts.backoffMs ?? 250, maxBackoffMs: opts.maxBackoffMs ?? 5000, resendMs: opts.resendMs ?? 500 };
     this.token = client.token ?? '';
+    this.nodeUrl = opts.nodeUrl?.replace(/\/+$/, '');
     this.connect();
   }
 
@@ -210,7 +220,7 @@ export class Connection extends Emitter<ConnectionEvents> {
 
   private connect(): void {
     if (this.closed) return;
-    const ws = new this.Ws(this.client.socketUrl());
+    const ws = new this.Ws(this.client.socketUrl(this.nodeUrl && this.toNode ? this.nodeUrl : undefined));
     this.ws = ws;
     this.setStatus('connecting');
     ws.onopen = () => {
@@ -233,6 +243,7 @@ export class Connection extends Emitter<ConnectionEvents> {
       if (this.ws !== ws) return;
       this.ws = null;
       if (this.closed) return;
+      if (this.nodeUrl) this.toNode = !this.toNode;
       this.setStatus('closed');
       void this.reconnectAfter(code);
     };

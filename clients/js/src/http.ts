@@ -195,10 +195,11 @@ export class RoomdClient {
   }
 
   /** The WebSocket URL for this client's token. */
-  socketUrl(): string {
-    const u = new URL(this.baseUrl);
+  /** The WebSocket URL at `base` (default: this client's `baseUrl`), path prefix kept. */
+  socketUrl(base: string = this.baseUrl): string {
+    const u = new URL(base);
     u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
-    u.pathname = '/ws';
+    u.pathname = u.pathname.replace(/\/+$/, '') + '/ws';
     u.search = query({ token: this.token });
     return u.toString();
   }

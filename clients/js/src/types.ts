@@ -59,6 +59,8 @@ export interface RoomInfo {
   status: RoomStatus;
   gamePk?: string;
   node?: string;
+  /** The owner node's public base URL when it has one: `{nodeUrl}/ws` skips a hop. */
+  nodeUrl?: string;
   graceSec: number;
   minPlayers: number;
   maxPlayers: number;

@@ -24,10 +24,13 @@ class Tap {
   static filter = (m) => m;
   static sent = [];
   static last = null;
+  static urls = [];
   constructor(url) {
+    Tap.urls.push(url);
     this.inner = new WebSocket(url);
     Tap.last = this;
     this.inner.onopen = (ev) => this.onopen?.(ev);
+    this.inner.onerror = (ev) => this.onerror?.(ev);
     this.inner.onclose = (ev) => { if (!this.faked) this.onclose?.(ev); };
     this.inner.onmessage = (ev) => {
       const m = Tap.filter(JSON.parse(ev.data));
@@ -233,4 +236,33 @@ test('unsub fails the room\'s pending actions; close fails the rest', async () =
     await assert.rejects(other.act({ type: 'bump' }), (e) => e.code === 'closed');
     assert.deepEqual(conn.unacknowledged(), []);
   } finally { Tap.filter = (m) => m; conn.close(); }
+});
+
+test('a connection given a room\'s nodeUrl tries that node first and falls back to any node', async () => {
+  // A node whose public URL nothing listens on (port 9 on loopback), under a path prefix.
+  const odd = await startRoomd({ ROOMD__NODE__PUBLIC_URL: 'http://127.0.0.1:9/n/roomd-a/' });
+  try {
+    const host = new RoomdClient({ baseUrl: odd.base });
+    await host.createSession('도윤');
+    const { roomId } = await host.createRoom({ game: 'tally', options: { target: 1000 } });
+    const info = await host.room(roomId);
+    assert.equal(info.nodeUrl, 'http://127.0.0.1:9/n/roomd-a', 'the setting, without its trailing slash');
+    await host.start(roomId);
+    Tap.urls = [];
+    Tap.filter = (m) => m;
+    const conn = host.connect({ WebSocket: Tap, nodeUrl: info.nodeUrl, backoffMs: 20 });
+    try {
+      const room = conn.room(roomId);
+      await until('the view', () => room.view);
+      await room.act({ type: 'bump' });
+      assert.match(Tap.urls[0], /^ws:\/\/127\.0\.0\.1:9\/n\/roomd-a\/ws\?token=/, 'the owner first');
+      assert.ok(Tap.urls.slice(1).some((u) => u.startsWith(odd.base.replace('http:', 'ws:') + '/ws?token=')), Tap.urls.join(' '));
+    } finally { conn.close(); }
+  } finally { await odd.stop(); }
+});
+
+test('the socket URL keeps the base URL\'s path prefix', () => {
+  const c = new RoomdClient({ baseUrl: 'https://rooms.example/games/', token: 't' });
+  assert.equal(c.socketUrl(), 'wss://rooms.example/games/ws?token=t');
+  assert.equal(c.socketUrl('http://10.0.3.7:8080'), 'ws://10.0.3.7:8080/ws?token=t');
 });

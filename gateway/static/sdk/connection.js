@@ -61,6 +61,8 @@ export class Connection extends Emitter {
     Ws;
     cs;
     opts;
+    nodeUrl;
+    toNode = true;
     constructor(client, opts = {}) {
         super();
         this.client = client;
@@ -71,6 +73,7 @@ export class Connection extends Emitter {
         this.cs = opts.cs ?? new ClockCs();
         this.opts = { backoffMs: opts.backoffMs ?? 250, maxBackoffMs: opts.maxBackoffMs ?? 5000, resendMs: opts.resendMs ?? 500 };
         this.token = client.token ?? '';
+        this.nodeUrl = opts.nodeUrl?.replace(/\/+$/, '');
         this.connect();
     }
     /** Subscribes to a room (as its player if seated, else as spectator) and returns its channel. */
@@ -142,7 +145,7 @@ export class Connection extends Emitter {
     connect() {
         if (this.closed)
             return;
-        const ws = new this.Ws(this.client.socketUrl());
+        const ws = new this.Ws(this.client.socketUrl(this.nodeUrl && this.toNode ? this.nodeUrl : undefined));
         this.ws = ws;
         this.setStatus('connecting');
         ws.onopen = () => {
@@ -169,6 +172,8 @@ export class Connection extends Emitter {
             this.ws = null;
             if (this.closed)
                 return;
+            if (this.nodeUrl)
+                this.toNode = !this.toNode;
             this.setStatus('closed');
             void this.reconnectAfter(code);
         };

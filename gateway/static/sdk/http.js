@@ -146,10 +146,11 @@ export class RoomdClient {
         return this.request('GET', `/api/replays/${encodeURIComponent(gamePk)}`);
     }
     /** The WebSocket URL for this client's token. */
-    socketUrl() {
-        const u = new URL(this.baseUrl);
+    /** The WebSocket URL at `base` (default: this client's `baseUrl`), path prefix kept. */
+    socketUrl(base = this.baseUrl) {
+        const u = new URL(base);
         u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
-        u.pathname = '/ws';
+        u.pathname = u.pathname.replace(/\/+$/, '') + '/ws';
         u.search = query({ token: this.token });
         return u.toString();
     }

@@ -153,6 +153,7 @@ impl<G: Game> RoomActor<G> {
             status,
             game_pk,
             node: Some(self.deps.node_id.clone()),
+            node_url: self.deps.public_url.as_deref().map(str::to_owned),
             grace_sec: self.config.grace_sec,
             min_players: range.min,
             max_players: range.max,

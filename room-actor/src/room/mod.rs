@@ -51,6 +51,9 @@ pub struct RoomDeps {
     pub directory: Arc<Directory>,
     pub metrics: RoomMetrics,
     pub node_id: String,
+    /// This node's public base URL (`ROOMD__NODE__PUBLIC_URL`), shown as `nodeUrl` in
+    /// the info of the rooms it owns.
+    pub public_url: Option<Arc<str>>,
     /// A snapshot every this many entries.
     pub snapshot_every: u64,
     pub clock: Clock,

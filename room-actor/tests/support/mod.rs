@@ -109,6 +109,7 @@ impl Node {
             directory: directory.clone(),
             metrics: RoomMetrics::unregistered().unwrap(),
             node_id: "test-node".into(),
+            public_url: None,
             snapshot_every: 16,
             clock,
             ended_linger: room_actor::room::ENDED_LINGER,
