@@ -20,6 +20,10 @@
 # roomd-cluster-tally-rc is the same load with the two nodes on a Redis Cluster of three
 # masters (ROOMD__REDIS__CLUSTER_URLS, sharded pub/sub), its three processes on core 0 too.
 # roomd-cluster-halli-galli is the Halli Galli load on the same two nodes and Redis.
+# roomd-cluster-tally-direct is roomd-cluster-tally with loadgen --direct: every player
+# connects to its room's owner (`nodeUrl` in room info; each bench node's
+# ROOMD__NODE__PUBLIC_URL is its own address), so no action or frame crosses the bus;
+# roomd-cluster-halli-galli-direct (not in the default set) is the same for Halli Galli.
 # roomd-cluster-tally-one-node (not in the default set) is the tally load on one cluster
 # node and its Redis: every room is local, so it prices the Redis store and the leases
 # without any cross-node hop (the floor of a path that sends clients to the owner).
@@ -128,7 +132,7 @@ start_nodes() {
   for id in $(seq "$count"); do
     port=$PORT; [[ $id == 2 ]] && port=$PORT2
     env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
-      "$redis_setting" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
+      ROOMD__NODE__PUBLIC_URL="http://127.0.0.1:$port" "$redis_setting" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
       taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$id.log" 2>&1 &
     pids="$pids,$!"
   done
@@ -185,7 +189,7 @@ scenario() {
   cleanup; SERVER_PID=""
 }
 
-SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-tally-file roomd-cluster-tally roomd-cluster-tally-rc roomd-halli-galli roomd-cluster-halli-galli}
+SCENARIOS=${SCENARIOS:-limit-tally roomd-tally roomd-tally-file roomd-cluster-tally roomd-cluster-tally-direct roomd-cluster-tally-rc roomd-halli-galli roomd-cluster-halli-galli}
 want() { [[ " $SCENARIOS " == *" $1 "* ]]; }
 if want limit-tally; then
 start_limit
@@ -203,6 +207,11 @@ if want roomd-cluster-tally; then
 start_cluster
 scenario roomd-cluster-tally --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
   --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
+fi
+if want roomd-cluster-tally-direct; then
+start_cluster
+scenario roomd-cluster-tally-direct --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
+  --redis-stats "redis://127.0.0.1:$REDIS_PORT/" --direct
 fi
 if want roomd-cluster-tally-one-node; then
 start_cluster 1
@@ -222,6 +231,11 @@ if want roomd-cluster-halli-galli; then
 start_cluster
 scenario roomd-cluster-halli-galli --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game halli-galli --rooms "$HG_ROOMS" \
   --reaction-ms "$HG_REACTION_MS" --concurrency 64 --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
+fi
+if want roomd-cluster-halli-galli-direct; then
+start_cluster
+scenario roomd-cluster-halli-galli-direct --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game halli-galli --rooms "$HG_ROOMS" \
+  --reaction-ms "$HG_REACTION_MS" --concurrency 64 --redis-stats "redis://127.0.0.1:$REDIS_PORT/" --direct
 fi
 if want roomd-cockroach-poker; then
 start_roomd
