@@ -14,15 +14,23 @@
 //! Order: a room has at most one append in flight (its mailbox waits for it), the queue
 //! is first in, first out, and the script runs entries in queue order.
 //!
+//! Threads: each thread that appends (an actix arbiter: the rooms on it) has its own
+//! queue, task and Redis connection, all on that thread. A room's append then crosses no
+//! thread on its way to the socket and back: on a node pinned to one core, the hand-off
+//! to a connection driven by another thread cost two context switches per action, the
+//! largest single item in a profile of the node (issue 15).
+//!
 //! A Redis Cluster keeps one `EVALSHA` per append (a script may touch one slot only, and
 //! rooms are spread over slots); the cluster connection pipelines those per master.
 
 use crate::error::StoreError;
 use crate::keys::Keys;
-use crate::redis_conn::RedisConn;
+use crate::redis_conn::{RedisConn, RedisTarget};
 use redis::{Cmd, Script, Value};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::thread::ThreadId;
 use tokio::sync::{mpsc, oneshot};
 
 /// At most this many entries go in one batch.
@@ -69,23 +77,25 @@ pub struct BatchStats {
     pub entries: AtomicU64,
 }
 
-/// The node's append queue on one Redis connection (the task starts on first use, and
-/// again if the runtime it ran on went away).
+/// The node's append queues, one per appending thread, each with its task and its own
+/// Redis connection on that thread (made on the queue's first batch; a queue starts on
+/// first use, and again if the runtime it ran on went away).
 pub(crate) struct Appender {
-    conn: RedisConn,
+    target: RedisTarget,
     script: Script,
     replicated: Option<Replicated>,
-    queue: Arc<Mutex<Option<mpsc::UnboundedSender<Pending>>>>,
+    queues: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Pending>>>,
     pub stats: Arc<BatchStats>,
 }
 
 impl Appender {
-    pub fn new(conn: RedisConn, replicated: Option<Replicated>) -> Appender {
+    /// Appends to the one Redis at `target` (never a Redis Cluster: see the module doc).
+    pub fn new(target: RedisTarget, replicated: Option<Replicated>) -> Appender {
         Appender {
-            conn,
+            target,
             script: Script::new(APPEND_MANY_LUA),
             replicated,
-            queue: Arc::default(),
+            queues: Mutex::default(),
             stats: Arc::default(),
         }
     }
@@ -109,24 +119,28 @@ impl Appender {
     }
 
     fn push(self: &Arc<Self>, mut pending: Pending) -> Result<(), StoreError> {
-        let mut queue =
-            self.queue.lock().map_err(|_| StoreError::Unavailable("the append queue is poisoned".into()))?;
-        if let Some(tx) = queue.as_ref() {
+        let mut queues =
+            self.queues.lock().map_err(|_| StoreError::Unavailable("the append queue is poisoned".into()))?;
+        let thread = std::thread::current().id();
+        if let Some(tx) = queues.get(&thread) {
             match tx.send(pending) {
                 Ok(()) => return Ok(()),
                 // Its task's runtime is gone: start a fresh queue here.
                 Err(mpsc::error::SendError(back)) => pending = back,
             }
         }
+        // Queues of runtimes that are gone (a test's, a stopped arbiter's) go with them.
+        queues.retain(|_, tx| !tx.is_closed());
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(drain(self.clone(), rx));
         let _ = tx.send(pending);
-        *queue = Some(tx);
+        queues.insert(thread, tx);
         Ok(())
     }
 
-    /// Runs one batch: per-entry outcomes in order, or the error every entry shares.
-    async fn run(&self, batch: &[Pending]) -> Result<Vec<Appended>, StoreError> {
+    /// Runs one batch on `conn`: per-entry outcomes in order, or the error every entry
+    /// shares.
+    async fn run(&self, conn: &RedisConn, batch: &[Pending]) -> Result<Vec<Appended>, StoreError> {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.script.get_hash()).arg(batch.len() * 3);
         for p in batch {
@@ -141,7 +155,7 @@ impl Appender {
             pipe.add_command(r.wait.clone());
         }
         let replies: Vec<Value> =
-            crate::redis_store::RedisStore::with_script(&self.conn, APPEND_MANY_LUA, &pipe).await.map_err(|e| {
+            crate::redis_store::RedisStore::with_script(conn, APPEND_MANY_LUA, &pipe).await.map_err(|e| {
                 if e.is_connection_refusal() {
                     StoreError::Unavailable(e.to_string())
                 } else {
@@ -188,8 +202,11 @@ fn parse(reply: Option<Value>, n: usize) -> Result<Vec<Appended>, StoreError> {
 }
 
 /// The queue's task: takes the first entry, whatever else is queued (up to the bounds),
-/// runs them as one batch, answers each, and again.
+/// runs them as one batch, answers each, and again. It connects on its first batch, so
+/// the connection is driven on this thread; a failed connect fails that batch (nothing
+/// was sent: `Unavailable`) and the next batch tries again.
 async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    let mut conn: Option<RedisConn> = None;
     while let Some(first) = rx.recv().await {
         let mut bytes = first.bytes.len();
         let mut batch = vec![first];
@@ -204,7 +221,18 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
         }
         appender.stats.batches.fetch_add(1, Ordering::Relaxed);
         appender.stats.entries.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        match appender.run(&batch).await {
+        let ran = match &conn {
+            Some(c) => appender.run(c, &batch).await,
+            None => match appender.target.connect().await {
+                Ok(c) => {
+                    let ran = appender.run(&c, &batch).await;
+                    conn = Some(c);
+                    ran
+                }
+                Err(e) => Err(e),
+            },
+        };
+        match ran {
             Ok(outcomes) => {
                 for (p, outcome) in batch.into_iter().zip(outcomes) {
                     let _ = p.done.send(Ok(outcome));

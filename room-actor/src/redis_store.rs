@@ -117,7 +117,7 @@ impl RedisStore {
     pub async fn connect_to(target: &RedisTarget, prefix: &str) -> Result<RedisStore, StoreError> {
         let conn = target.connect().await?;
         let keys = if target.is_cluster() { Keys::clustered(prefix) } else { Keys::new(prefix) };
-        let appender = (!conn.is_cluster()).then(|| Arc::new(Appender::new(conn.clone(), None)));
+        let appender = (!conn.is_cluster()).then(|| Arc::new(Appender::new(target.clone(), None)));
         Ok(RedisStore { conn, keys, append: Arc::new(Script::new(APPEND_LUA)), acks: None, appender })
     }
 
@@ -150,7 +150,7 @@ impl RedisStore {
                 wait: acks.wait(),
                 short: Arc::new(move |got| for_short.short("the batch of entries", got)),
             };
-            self.appender = Some(Arc::new(Appender::new(target.connect().await?, Some(replicated))));
+            self.appender = Some(Arc::new(Appender::new(target.clone(), Some(replicated))));
         }
         self.acks = Some(Arc::new(acks));
         Ok(self)

@@ -296,6 +296,53 @@ async fn appends_of_many_rooms_share_a_round_trip_and_keep_each_rooms_order() {
     }
 }
 
+/// Each appending thread has its own queue and connection (made on that thread): rooms on
+/// three threads all get their entries stored, and on each thread a second runtime,
+/// started after the first one stopped (taking its queue's task with it), appends again.
+#[test]
+fn appends_from_threads_of_their_own_are_stored_and_a_stopped_runtimes_queue_is_replaced() {
+    let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let main = runtime();
+    let (store, keys) = main.block_on(store());
+    let leases = Leases::new(store.connection(), keys, "node-a", 60_000);
+    let rooms: Vec<(String, String)> = main.block_on(async {
+        let mut rooms = Vec::new();
+        for i in 0..3 {
+            let room = format!("r_thread{i}");
+            rooms.push((game_pk(&room, "01"), leases.claim(&room).await.unwrap().expect("free lease")));
+        }
+        rooms
+    });
+    let threads: Vec<_> = rooms
+        .iter()
+        .cloned()
+        .map(|(pk, token)| {
+            let store = store.clone();
+            std::thread::spawn(move || {
+                for seqs in [1..=3u64, 4..=6] {
+                    // A runtime per round: the first one's queue dies with it.
+                    runtime().block_on(async {
+                        for seq in seqs {
+                            store.append_fenced(pk.clone(), entry(seq), token.clone()).await.expect("stored");
+                        }
+                    });
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().expect("the appending thread");
+    }
+    main.block_on(async {
+        for (pk, _) in &rooms {
+            for seq in 1..=6 {
+                assert_eq!(store.entry(pk, seq).await.unwrap().map(|e| e.seq), Some(seq), "{pk} seq {seq}");
+            }
+            assert_eq!(store.entry(pk, 7).await.unwrap(), None);
+        }
+    });
+}
+
 /// In one batch, an entry whose room's lease is someone else's is refused as fenced, one
 /// out of sequence as a conflict, and the entries of the other rooms are stored.
 #[tokio::test]
