@@ -1,6 +1,6 @@
-//! Group commit for log appends on one Redis: every room of a node hands its fenced
-//! append to one queue, and one task sends whatever gathered while its previous batch
-//! was in flight as a single `EVALSHA` of `lua/append_many.lua` (then `WAIT` when
+//! Group commit for log appends on one Redis: the rooms on one thread hand their fenced
+//! appends to that thread's queue, and its task sends whatever gathered while its previous
+//! batch was in flight as a single `EVALSHA` of `lua/append_many.lua` (then `WAIT` when
 //! replicated acknowledgements are on). A quiet node pays the one round trip per append
 //! it paid before; a busy one pays one per batch instead of one per room.
 //!
@@ -138,6 +138,14 @@ impl Appender {
         Ok(())
     }
 
+    /// A queue task's connection, made on its first use (so on the task's thread).
+    async fn connection<'c>(&self, conn: &'c mut Option<RedisConn>) -> Result<&'c RedisConn, StoreError> {
+        Ok(match conn {
+            Some(c) => c,
+            None => conn.insert(self.target.connect().await?),
+        })
+    }
+
     /// Runs one batch on `conn`: per-entry outcomes in order, or the error every entry
     /// shares.
     async fn run(&self, conn: &RedisConn, batch: &[Pending]) -> Result<Vec<Appended>, StoreError> {
@@ -221,16 +229,9 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
         }
         appender.stats.batches.fetch_add(1, Ordering::Relaxed);
         appender.stats.entries.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let ran = match &conn {
-            Some(c) => appender.run(c, &batch).await,
-            None => match appender.target.connect().await {
-                Ok(c) => {
-                    let ran = appender.run(&c, &batch).await;
-                    conn = Some(c);
-                    ran
-                }
-                Err(e) => Err(e),
-            },
+        let ran = match appender.connection(&mut conn).await {
+            Ok(c) => appender.run(c, &batch).await,
+            Err(e) => Err(e),
         };
         match ran {
             Ok(outcomes) => {
