@@ -110,6 +110,8 @@ impl AppState {
     }
 
     fn build(settings: Settings, redis: Option<RedisStore>) -> Result<AppState, StartError> {
+        // Checked before anything is written (the token secret may be created next).
+        let public_url = settings.node.public_url().map_err(StartError::Config)?.map(Arc::from);
         let secret = token_secret(&settings)?;
         let node_id = settings
             .node
@@ -145,7 +147,7 @@ impl AppState {
             directory: directory.clone(),
             metrics: room_metrics,
             node_id: node_id.clone(),
-            public_url: settings.node.public_url().map_err(StartError::Config)?.map(Arc::from),
+            public_url,
             snapshot_every: settings.rooms.snapshot_every,
             clock: Clock::System,
             ended_linger: Duration::from_secs(settings.rooms.ended_linger_s),

@@ -592,10 +592,14 @@ async fn room_info_names_the_owners_public_url_and_a_socket_there_plays_and_foll
 
 #[test]
 fn a_public_url_that_is_not_an_http_base_url_stops_the_node_with_its_reason() {
+    // An embedded node on its default file store, with no secret: nothing may be written.
+    let dir = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_roomd"))
+        .current_dir(dir.path())
         .env("ROOMD__HTTP__PORT", "0")
-        .env("ROOMD__STORE__KIND", "memory")
-        .env("ROOMD__AUTH__SECRET", "0123456789abcdef0123456789abcdef")
+        .env_remove("ROOMD__STORE__KIND")
+        .env_remove("ROOMD__STORE__PATH")
+        .env_remove("ROOMD__AUTH__SECRET")
         .env_remove("ROOMD__REDIS__URL")
         .env("ROOMD__NODE__PUBLIC_URL", "ws://127.0.0.1:8080")
         .stdin(Stdio::null())
@@ -604,4 +608,6 @@ fn a_public_url_that_is_not_an_http_base_url_stops_the_node_with_its_reason() {
     assert!(!out.status.success());
     let said = String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("ROOMD__NODE__PUBLIC_URL") && said.contains("http://"), "{said}");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "a refused start wrote {left:?}");
 }
