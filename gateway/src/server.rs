@@ -200,6 +200,7 @@ impl AppState {
             admin,
             http_metrics,
             drain_request,
+            room_threads: Arc::default(),
         })
     }
 }
@@ -264,7 +265,7 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
     }
     let state = web::Data::new(AppState::build(settings, Some(redis))?);
     if let Some(cluster) = &state.cluster {
-        cluster.run();
+        cluster.run(Some(state.room_threads.clone()));
     }
     serve(state)
 }
@@ -274,6 +275,8 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     let workers = state.settings.http.workers;
     let app_state = state.clone();
     let mut server = HttpServer::new(move || {
+        // Runs on each worker as it starts.
+        app_state.room_threads.register_current();
         App::new()
             .wrap(actix_web::middleware::from_fn(http_metrics::track))
             .app_data(app_state.clone())

@@ -66,6 +66,9 @@ pub struct AppState {
     pub http_metrics: HttpMetrics,
     /// Notified to drain the node as SIGTERM does (the admin API, locally or over the bus).
     pub drain_request: Arc<tokio::sync::Notify>,
+    /// The HTTP workers, registered as they start (a cluster node's bus receiver runs on
+    /// the first).
+    pub room_threads: Arc<room_actor::threads::RoomThreads>,
 }
 
 impl AppState {

@@ -25,6 +25,7 @@
 //! - [`resume`]: start-up of an embedded node on a durable store: every open room again.
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
 //! - [`metrics`]: Prometheus counters and histograms.
+//! - [`threads`]: the node's worker threads (where a cluster node runs its bus receiver).
 
 pub mod cluster;
 pub mod dedupe;
@@ -48,6 +49,7 @@ pub mod room_ref;
 pub mod sessions;
 pub mod spawn;
 pub mod store;
+pub mod threads;
 pub mod wire;
 
 pub use directory::{Directory, RoomHandle};

@@ -25,7 +25,7 @@
 
 use crate::error::StoreError;
 use crate::keys::Keys;
-use crate::redis_conn::{RedisConn, RedisTarget};
+use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
 use redis::{Cmd, Script, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,18 +81,37 @@ pub struct BatchStats {
 /// Redis connection on that thread (made on the queue's first batch; a queue starts on
 /// first use, and again if the runtime it ran on went away).
 pub(crate) struct Appender {
-    target: RedisTarget,
+    conns: Conns,
     script: Script,
     replicated: Option<Replicated>,
     queues: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Pending>>>,
     pub stats: Arc<BatchStats>,
 }
 
+/// Where a queue's batches go.
+enum Conns {
+    /// The thread's shared connection (its bus frames go there too).
+    Shared(Arc<ThreadConns>),
+    /// A connection of the queue's own: the batch's `WAIT` blocks the connection it is
+    /// sent on, so replicated batches never share one.
+    Own(RedisTarget),
+}
+
 impl Appender {
-    /// Appends to the one Redis at `target` (never a Redis Cluster: see the module doc).
-    pub fn new(target: RedisTarget, replicated: Option<Replicated>) -> Appender {
+    /// Appends through each thread's shared connection to one Redis (never a Redis
+    /// Cluster: see the module doc).
+    pub fn shared(conns: Arc<ThreadConns>) -> Appender {
+        Appender::with(Conns::Shared(conns), None)
+    }
+
+    /// Appends on connections of the queues' own, each batch followed by `WAIT`.
+    pub fn replicated(target: RedisTarget, replicated: Replicated) -> Appender {
+        Appender::with(Conns::Own(target), Some(replicated))
+    }
+
+    fn with(conns: Conns, replicated: Option<Replicated>) -> Appender {
         Appender {
-            target,
+            conns,
             script: Script::new(APPEND_MANY_LUA),
             replicated,
             queues: Mutex::default(),
@@ -138,12 +157,16 @@ impl Appender {
         Ok(())
     }
 
-    /// A queue task's connection, made on its first use (so on the task's thread).
-    async fn connection<'c>(&self, conn: &'c mut Option<RedisConn>) -> Result<&'c RedisConn, StoreError> {
-        Ok(match conn {
-            Some(c) => c,
-            None => conn.insert(self.target.connect().await?),
-        })
+    /// A queue task's connection: the thread's shared one, or its own made on its first
+    /// use (so on the task's thread).
+    async fn connection(&self, own: &mut Option<RedisConn>) -> Result<RedisConn, StoreError> {
+        match &self.conns {
+            Conns::Shared(conns) => conns.get().await,
+            Conns::Own(target) => Ok(match own {
+                Some(c) => c.clone(),
+                None => own.insert(target.connect().await?).clone(),
+            }),
+        }
     }
 
     /// Runs one batch on `conn`: per-entry outcomes in order, or the error every entry
@@ -230,7 +253,7 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
         appender.stats.batches.fetch_add(1, Ordering::Relaxed);
         appender.stats.entries.fetch_add(batch.len() as u64, Ordering::Relaxed);
         let ran = match appender.connection(&mut conn).await {
-            Ok(c) => appender.run(c, &batch).await,
+            Ok(c) => appender.run(&c, &batch).await,
             Err(e) => Err(e),
         };
         match ran {

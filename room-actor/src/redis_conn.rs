@@ -18,7 +18,11 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::thread::ThreadId;
 use std::time::Duration;
+use tokio::sync::mpsc;
 
 /// How long connecting to a Redis, and waiting for one answer, may take.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
@@ -213,6 +217,46 @@ impl ConnectionLike for RedisConn {
             RedisConn::Single(conn) => conn.get_db(),
             RedisConn::Cluster(conn) => conn.get_db(),
         }
+    }
+}
+
+/// Connections to one Redis target, one per thread that asks, each made on (and so driven
+/// by) the thread that uses it. A node's hot path runs on its HTTP workers (rooms, sockets,
+/// the bus); a connection driven by another thread would hand every command there and
+/// every answer back, two context switches per round trip. Shared by the group commit of
+/// appends and the bus publisher, so a thread's appends and frames that are queued together
+/// leave in one write.
+///
+/// A thread's connection is forgotten with the runtime it was made on (a stopped actix
+/// system, a test's runtime): the next call on that thread makes a new one.
+pub struct ThreadConns {
+    target: RedisTarget,
+    conns: Mutex<HashMap<ThreadId, (RedisConn, mpsc::UnboundedSender<()>)>>,
+}
+
+impl ThreadConns {
+    pub fn new(target: RedisTarget) -> ThreadConns {
+        ThreadConns { target, conns: Mutex::default() }
+    }
+
+    /// This thread's connection, made now if it has none (or its runtime is gone).
+    pub async fn get(&self) -> Result<RedisConn, StoreError> {
+        let thread = std::thread::current().id();
+        let poisoned = || StoreError::Unavailable("the per-thread Redis connections are poisoned".into());
+        if let Some((conn, alive)) = self.conns.lock().map_err(|_| poisoned())?.get(&thread) {
+            if !alive.is_closed() {
+                return Ok(conn.clone());
+            }
+        }
+        let conn = self.target.connect().await?;
+        // A task that only waits: it is dropped with this thread's runtime, which closes
+        // `alive` and so retires the connection (whose driver went with the runtime).
+        let (alive, mut gone) = mpsc::unbounded_channel::<()>();
+        tokio::spawn(async move { while gone.recv().await.is_some() {} });
+        let mut conns = self.conns.lock().map_err(|_| poisoned())?;
+        conns.retain(|_, (_, alive)| !alive.is_closed());
+        conns.insert(thread, (conn.clone(), alive));
+        Ok(conn)
     }
 }
 

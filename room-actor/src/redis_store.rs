@@ -16,7 +16,7 @@ use crate::keys::{room_of, Keys};
 use crate::lobby::{self, LobbyFilter};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use crate::redis_append::{Appended, Appender, Replicated};
-use crate::redis_conn::{RedisConn, RedisTarget};
+use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
 use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;
 use redis::streams::StreamRangeReply;
@@ -38,6 +38,9 @@ pub struct RedisStore {
     acks: Option<Arc<Acks>>,
     /// Group commit of appends (one Redis; `None` on a Redis Cluster: `redis_append.rs`).
     appender: Option<Arc<Appender>>,
+    /// A connection per thread for the hot path (appends, the bus publisher): each is
+    /// driven by the thread whose rooms use it.
+    thread_conns: Arc<ThreadConns>,
 }
 
 /// How many replicas must hold a write before it counts (`WAIT`), and the connections
@@ -117,8 +120,9 @@ impl RedisStore {
     pub async fn connect_to(target: &RedisTarget, prefix: &str) -> Result<RedisStore, StoreError> {
         let conn = target.connect().await?;
         let keys = if target.is_cluster() { Keys::clustered(prefix) } else { Keys::new(prefix) };
-        let appender = (!conn.is_cluster()).then(|| Arc::new(Appender::new(target.clone(), None)));
-        Ok(RedisStore { conn, keys, append: Arc::new(Script::new(APPEND_LUA)), acks: None, appender })
+        let thread_conns = Arc::new(ThreadConns::new(target.clone()));
+        let appender = (!conn.is_cluster()).then(|| Arc::new(Appender::shared(thread_conns.clone())));
+        Ok(RedisStore { conn, keys, append: Arc::new(Script::new(APPEND_LUA)), acks: None, appender, thread_conns })
     }
 
     /// From now on a game's start and every log append count only once `replicas`
@@ -150,7 +154,7 @@ impl RedisStore {
                 wait: acks.wait(),
                 short: Arc::new(move |got| for_short.short("the batch of entries", got)),
             };
-            self.appender = Some(Arc::new(Appender::new(target.clone(), Some(replicated))));
+            self.appender = Some(Arc::new(Appender::replicated(target.clone(), replicated)));
         }
         self.acks = Some(Arc::new(acks));
         Ok(self)
@@ -194,6 +198,11 @@ impl RedisStore {
     /// The connection, shared with the cluster's membership and leases.
     pub fn connection(&self) -> RedisConn {
         self.conn.clone()
+    }
+
+    /// The per-thread connections of the hot path (the bus publisher uses them too).
+    pub fn thread_conns(&self) -> Arc<ThreadConns> {
+        self.thread_conns.clone()
     }
 
     /// One lobby page after `cursor` (see `lobby.rs`): up to `limit` open rooms `filter`
@@ -336,7 +345,7 @@ impl RedisStore {
         let keys = [self.keys.log(room, game_pk), self.keys.seq(room, game_pk), self.keys.lease(room)];
         let result: Result<(), RedisError> = match &self.acks {
             None => {
-                let mut conn = self.conn.clone();
+                let mut conn = self.thread_conns.get().await?;
                 self.append.key(&keys[..]).arg(seq).arg(bytes).arg(token).invoke_async::<u64>(&mut conn).await.map(drop)
             }
             Some(acks) => {

@@ -176,7 +176,7 @@ async fn outboxes_to_node_b() -> (Outboxes, tokio::sync::mpsc::UnboundedReceiver
     let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
     let metrics = RoomMetrics::unregistered().unwrap();
     let rx = bus::subscribe(RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
-    let outboxes = Outboxes::new(Publisher::new(store.connection(), &prefix));
+    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix));
     // Until the subscription is up, a publish finds nobody listening.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while outboxes.send("node-b", act(0)).await.is_err() {
@@ -255,7 +255,7 @@ async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_fl
 async fn a_frame_nobody_hears_fails_every_message_in_it() {
     let (store, _) = store().await;
     let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
-    let outboxes = Outboxes::new(Publisher::new(store.connection(), &prefix));
+    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix));
     let sends = (1..=3).map(|cs| outboxes.send("node-gone", act(cs)));
     for result in futures_util::future::join_all(sends).await {
         assert!(matches!(result, Err(StoreError::Unavailable(_))), "{result:?}");

@@ -19,10 +19,11 @@ use crate::error::StoreError;
 use crate::log::{decode_body as decode, encode_body as encode};
 use crate::messages::RoomOpError;
 use crate::metrics::RoomMetrics;
-use crate::redis_conn::{RedisConn, RedisTarget};
+use crate::redis_conn::{RedisTarget, ThreadConns};
 use futures_util::StreamExt;
 use redis::{PushInfo, PushKind, Value};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 use tracing::warn;
@@ -141,24 +142,25 @@ pub fn channel(prefix: &str, node: &str) -> String {
     format!("{prefix}:bus:{node}")
 }
 
-/// Publishing side.
+/// Publishing side: each thread publishes on a Redis connection of its own
+/// ([`ThreadConns`]), so a room's frames leave from the thread the room runs on.
 #[derive(Clone)]
 pub struct Publisher {
-    conn: RedisConn,
+    conns: Arc<ThreadConns>,
     prefix: String,
 }
 
 impl Publisher {
-    pub fn new(conn: RedisConn, prefix: &str) -> Publisher {
-        Publisher { conn, prefix: prefix.to_owned() }
+    pub fn new(conns: Arc<ThreadConns>, prefix: &str) -> Publisher {
+        Publisher { conns, prefix: prefix.to_owned() }
     }
 
     /// Publishes `envelopes` to `node`'s channel as one frame: whether anyone heard it
     /// (`false`: nobody listens there, the node is gone); `Unavailable` when Redis fails.
     pub async fn send(&self, node: &str, envelopes: &[Envelope]) -> Result<bool, StoreError> {
         let bytes = encode_frame(envelopes, SystemTime::now())?;
-        let receivers = self
-            .conn
+        let conn = self.conns.get().await?;
+        let receivers = conn
             .publish(&channel(&self.prefix, node), bytes)
             .await
             .map_err(|e| StoreError::Unavailable(e.to_string()))?;

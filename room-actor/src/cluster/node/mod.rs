@@ -20,6 +20,7 @@ use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
 use crate::sessions::Sessions;
 use crate::store::RoomStore;
+use crate::threads::RoomThreads;
 use engine::registry::{self, GameVisitor};
 use engine::Game;
 use futures_util::StreamExt;
@@ -130,11 +131,12 @@ impl ClusterNode {
     ) -> Arc<ClusterNode> {
         let keys = store.keys().clone();
         let conn = store.connection();
+        let publisher = Publisher::new(store.thread_conns(), &config.prefix);
         Arc::new(ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
             quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
-            outboxes: Outboxes::new(Publisher::new(conn, &config.prefix)),
+            outboxes: Outboxes::new(publisher),
             config,
             store,
             deps,
@@ -310,15 +312,26 @@ impl ClusterNode {
         }
     }
 
-    /// Starts the bus loop, heartbeats, lease renewal and failover scans on the current
-    /// actix system.
-    pub fn run(self: &Arc<Self>) {
-        let mut rx = bus::subscribe(
-            self.config.redis.clone(),
-            self.config.prefix.clone(),
-            self.id().to_owned(),
-            self.deps.metrics.clone(),
-        );
+    /// Starts the bus receiver, heartbeats, lease renewal and failover scans. The bus
+    /// receiver (the subscription and the loop that hands each frame to its rooms and
+    /// sockets) runs on the first of `threads` once one registers, the worker the rooms
+    /// and sockets it serves run on; without `threads` (a node without an HTTP server,
+    /// in tests) it runs here, like the rest, on the current actix system.
+    pub fn run(self: &Arc<Self>, threads: Option<Arc<RoomThreads>>) {
+        match threads {
+            Some(threads) => {
+                let node = self.clone();
+                actix::spawn(async move {
+                    match threads.first().await {
+                        Some(worker) => {
+                            worker.spawn_fn(move || node.receive());
+                        }
+                        None => node.receive(),
+                    }
+                });
+            }
+            None => self.receive(),
+        }
         let node = self.clone();
         actix::spawn(async move {
             loop {
@@ -333,16 +346,6 @@ impl ClusterNode {
                         tokens.into_iter().map(|t| t.map(|t| Leases::node_of(&t).to_owned())).collect(),
                     ),
                     Err(e) => warn!(error = %e, "watched rooms' holders not read; retrying"),
-                }
-            }
-        });
-
-        let node = self.clone();
-        actix::spawn(async move {
-            while let Some(delivered) = rx.recv().await {
-                // Each envelope in order: commands to one room keep their order.
-                for envelope in delivered.envelopes {
-                    node.on_envelope(envelope, delivered.lag).await;
                 }
             }
         });
@@ -434,6 +437,26 @@ impl ClusterNode {
                 ticks.tick().await;
                 if let Err(e) = node.detect(&mut detector).await {
                     warn!(error = %e, "failure detection poll failed");
+                }
+            }
+        });
+    }
+
+    /// Subscribes to this node's bus channel and hands every frame's envelopes, in
+    /// order, to their rooms, sockets and waiting requests, on the current thread.
+    fn receive(self: &Arc<Self>) {
+        let mut rx = bus::subscribe(
+            self.config.redis.clone(),
+            self.config.prefix.clone(),
+            self.id().to_owned(),
+            self.deps.metrics.clone(),
+        );
+        let node = self.clone();
+        actix::spawn(async move {
+            while let Some(delivered) = rx.recv().await {
+                // Each envelope in order: commands to one room keep their order.
+                for envelope in delivered.envelopes {
+                    node.on_envelope(envelope, delivered.lag).await;
                 }
             }
         });
