@@ -23,17 +23,46 @@ pub(super) struct AdminState {
     /// An operator is closing the running game: once its record is stored the room
     /// tells its watchers why and stops.
     pub(super) closing: Option<String>,
-    /// The last applied inputs, for operators ([`Inspect`]).
-    pub(super) recent: VecDeque<RecentEntry>,
+    /// The last applied inputs, for operators ([`Inspect`]), kept as they were logged:
+    /// an operator's view of them is made only when one asks (every input passes here,
+    /// and almost none is ever inspected).
+    pub(super) recent: VecDeque<Recent>,
+}
+
+/// One applied input as [`Inspect`] will show it.
+pub(super) struct Recent {
+    seq: u64,
+    at: i64,
+    actor: GameActor,
+    input_json: String,
+    auto: bool,
+}
+
+impl From<LogEntry> for Recent {
+    fn from(entry: LogEntry) -> Recent {
+        Recent { seq: entry.seq, at: entry.at, actor: entry.actor, input_json: entry.input_json, auto: entry.auto }
+    }
+}
+
+impl From<&LogEntry> for Recent {
+    fn from(entry: &LogEntry) -> Recent {
+        Recent {
+            seq: entry.seq,
+            at: entry.at,
+            actor: entry.actor.clone(),
+            input_json: entry.input_json.clone(),
+            auto: entry.auto,
+        }
+    }
 }
 
 impl AdminState {
     /// Keeps `entry` among the last [`RECENT_ENTRIES`] applied inputs.
-    pub(super) fn remember(&mut self, entry: &LogEntry) {
+    pub(super) fn remember(&mut self, entry: impl Into<Recent>) {
         if self.recent.len() >= RECENT_ENTRIES {
             self.recent.pop_front();
         }
-        self.recent.push_back(recent_entry(entry));
+        self.recent.push_back(entry.into());
     }
 }
 
@@ -53,16 +82,16 @@ fn input_kind(input_json: &str) -> String {
     format!("{side}:{kind}")
 }
 
-pub(super) fn recent_entry(entry: &LogEntry) -> RecentEntry {
+fn recent_entry(recent: &Recent) -> RecentEntry {
     RecentEntry {
-        seq: entry.seq,
-        at: entry.at,
-        actor: match &entry.actor {
+        seq: recent.seq,
+        at: recent.at,
+        actor: match &recent.actor {
             GameActor::Player(p) => format!("player:{p}"),
             GameActor::Server => "system".to_owned(),
         },
-        kind: input_kind(&entry.input_json),
-        auto: entry.auto,
+        kind: input_kind(&recent.input_json),
+        auto: recent.auto,
     }
 }
 
@@ -179,7 +208,7 @@ impl<G: Game> Handler<Inspect> for RoomActor<G> {
             info: self.info(),
             seq,
             subscribers: self.audience.subs.len(),
-            recent: self.admin.recent.iter().cloned().collect(),
+            recent: self.admin.recent.iter().map(recent_entry).collect(),
         })
     }
 }

@@ -27,6 +27,8 @@ pub(super) struct Audience {
     pub(super) gone: HashSet<PlayerId>,
     /// The players' round-trip times as their sessions measure them.
     pub(super) rtt: BTreeMap<PlayerId, u32>,
+    /// Counts the changes of `rtt`.
+    pub(super) rtt_version: u64,
 }
 
 impl<G: Game> RoomActor<G> {
@@ -227,8 +229,11 @@ impl<G: Game> Handler<RttSample> for RoomActor<G> {
     fn handle(&mut self, msg: RttSample, _ctx: &mut Context<Self>) {
         // While the start entry is being stored, the table stays as that entry records it
         // (the first views show it); the next sample comes with the next ping.
-        if self.is_seated(&msg.user) && !self.lobby.starting {
-            self.audience.rtt.insert(msg.user, msg.rtt_ms);
+        if self.is_seated(&msg.user)
+            && !self.lobby.starting
+            && self.audience.rtt.insert(msg.user, msg.rtt_ms) != Some(msg.rtt_ms)
+        {
+            self.audience.rtt_version += 1;
         }
     }
 }

@@ -71,8 +71,12 @@ pub(super) struct Pipeline<G: Game> {
     pub(super) stalled_since: Option<Instant>,
     /// This node's lease token for the room (cluster mode); appends are fenced by it.
     pub(super) lease: Option<String>,
-    /// The RTT table as the log last recorded it (entries carry it when it changed).
-    pub(super) logged_rtt: BTreeMap<PlayerId, u32>,
+    /// The RTT table as the log last recorded it (entries carry it when it changed);
+    /// set through [`Pipeline::logged`].
+    logged_rtt: BTreeMap<PlayerId, u32>,
+    /// The audience's RTT table version last found equal to `logged_rtt` (inputs come
+    /// far more often than RTT changes: most need no comparison of the two tables).
+    rtt_same_at: Option<u64>,
     /// A restored game its rules had ended: its record, written on start if the store
     /// has none (see [`RoomActor::record_if_missing`]).
     pub(super) unrecorded: Option<Box<GameRecord>>,
@@ -87,6 +91,7 @@ impl<G: Game> Default for Pipeline<G> {
             stalled_since: None,
             lease: None,
             logged_rtt: BTreeMap::new(),
+            rtt_same_at: None,
             unrecorded: None,
         }
     }
@@ -96,6 +101,25 @@ impl<G: Game> Pipeline<G> {
     /// No input can be decided now: one is being stored, or the log's state is unknown.
     pub(super) fn busy(&self) -> bool {
         self.appending || self.stall.is_some()
+    }
+
+    /// The log now records `rtt` as the RTT table.
+    pub(super) fn logged(&mut self, rtt: BTreeMap<PlayerId, u32>) {
+        self.logged_rtt = rtt;
+        self.rtt_same_at = None;
+    }
+
+    /// The table the next entry must carry: `rtt` if it differs from what the log last
+    /// recorded (`version` counts the changes of `rtt`), else `None`.
+    fn rtt_to_log(&mut self, rtt: &BTreeMap<PlayerId, u32>, version: u64) -> Option<BTreeMap<PlayerId, u32>> {
+        if self.rtt_same_at == Some(version) {
+            return None;
+        }
+        if *rtt == self.logged_rtt {
+            self.rtt_same_at = Some(version);
+            return None;
+        }
+        Some(rtt.clone())
     }
 }
 
@@ -152,6 +176,7 @@ impl<G: Game> RoomActor<G> {
         }
         let now = self.time.now();
         let rtt_ms = origin.credited_rtt(actor.player().and_then(|p| self.audience.rtt.get(p).copied()));
+        let rtt_to_log = self.pipeline.rtt_to_log(&self.audience.rtt, self.audience.rtt_version);
         let Phase::Playing(run) = &self.phase else {
             self.reject(&origin, "not_playing", "게임이 진행 중이 아니에요");
             return false;
@@ -193,7 +218,7 @@ impl<G: Game> RoomActor<G> {
             rtt_ms,
             auto: !matches!(origin, Origin::Client { .. }),
             input_json,
-            rtt: (self.audience.rtt != self.pipeline.logged_rtt).then(|| self.audience.rtt.clone()),
+            rtt: rtt_to_log,
         };
         let append_started = Instant::now();
         let fut = self.append(&run.game_pk, entry.clone());
@@ -248,9 +273,8 @@ impl<G: Game> RoomActor<G> {
             run.applied.insert(p, cs, entry.seq);
         }
         if let Some(rtt) = &entry.rtt {
-            self.pipeline.logged_rtt = rtt.clone();
+            self.pipeline.logged(rtt.clone());
         }
-        self.admin.remember(&entry);
         self.deps.metrics.applied.inc();
         if self.deps.snapshot_every > 0 && run.seq % self.deps.snapshot_every == 0 {
             let snapshot = serde_json::to_string(&run.state).map(|state_json| Snapshot {
@@ -274,7 +298,9 @@ impl<G: Game> RoomActor<G> {
             Self::send(out, wire::ack(&self.id, *cs, entry.seq));
             self.deps.metrics.action_latency.observe(received.elapsed().as_secs_f64());
         }
-        self.carry_on(ctx, entry.at);
+        let at = entry.at;
+        self.admin.remember(entry);
+        self.carry_on(ctx, at);
     }
 
     /// After the state changed: the game finishes if it has a result, else its timer is

@@ -1,7 +1,7 @@
 //! A room's life: created or restored, spawned into the directory, its public info kept
 //! saved, and the ways it stops (moved, fenced, ended and abandoned, never started).
 
-use super::admin::{operator_result, recent_entry, AdminState};
+use super::admin::{operator_result, AdminState, Recent};
 use super::audience::Audience;
 use super::clock::RoomTime;
 use super::input::{last_logged_rtt, Pipeline};
@@ -76,11 +76,11 @@ impl<G: Game> RoomActor<G> {
         actor.admin.closed = info.status == RoomStatus::Ended && stored.is_none();
         if let Some(stored) = &stored {
             let skip = stored.entries.len().saturating_sub(RECENT_ENTRIES);
-            actor.admin.recent = stored.entries.iter().skip(skip).map(recent_entry).collect();
+            actor.admin.recent = stored.entries.iter().skip(skip).map(Recent::from).collect();
         }
         if let Some(stored) = stored {
             let rebuilt = rebuild::<G>(&stored, From::LatestSnapshot)?;
-            actor.pipeline.logged_rtt = last_logged_rtt(&stored);
+            actor.pipeline.logged(last_logged_rtt(&stored));
             actor.time.last_at = now.max(rebuilt.last_at);
             actor.time.hold_until = actor.time.last_at + RECOVERY_HOLD_MS;
             // Everyone is away until they reconnect; their grace starts now.

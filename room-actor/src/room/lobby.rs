@@ -221,7 +221,7 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
                 error!(room = %act.id, error = %e, "game start not stored");
                 return Err(RoomOpError::new(503, "store_unavailable", "잠시 후 다시 시도해 주세요"));
             }
-            act.pipeline.logged_rtt = start.rtt.clone();
+            act.pipeline.logged(start.rtt.clone());
             act.phase = Phase::Playing(Box::new(Running {
                 game_pk: game_pk.clone(),
                 start,

@@ -163,7 +163,7 @@ impl<G: Game> RoomActor<G> {
         run.rng = rebuilt.rng;
         run.seq = rebuilt.seq;
         run.applied = rebuilt.applied;
-        self.pipeline.logged_rtt = last_logged_rtt(stored);
+        self.pipeline.logged(last_logged_rtt(stored));
         self.time.last_at = self.time.last_at.max(rebuilt.last_at);
         let now = self.time.now();
         self.sync_all(now);
