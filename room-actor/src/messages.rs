@@ -114,8 +114,9 @@ pub struct Act {
     pub user: PlayerId,
     /// The client's sequence number for this room.
     pub cs: u64,
-    /// The game action as sent (`a`); the room checks its shape.
-    pub action: serde_json::Value,
+    /// The game action as sent (`a`), JSON text; the room decodes it into its game's
+    /// action (a frame of another shape is refused there).
+    pub action: String,
     pub out: Out,
     /// When the gateway took the frame off the socket (latency metric).
     pub received: Instant,

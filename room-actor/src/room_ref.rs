@@ -356,16 +356,10 @@ impl RoomRef {
     /// `Err` when this node's actor did not take it (its mailbox is full, or it stopped):
     /// the client should resend. A room on another node that cannot be reached is
     /// reported later as [`RouteLost`].
-    pub fn act(
-        &self,
-        caller: &Caller,
-        cs: u64,
-        action: serde_json::Value,
-        received: Instant,
-    ) -> Result<(), RoomOpError> {
+    pub fn act(&self, caller: &Caller, cs: u64, action: String, received: Instant) -> Result<(), RoomOpError> {
         let At::Local { handle, .. } = &*self.at else {
             let (session, user) = (caller.session.0, caller.user.to_string());
-            self.tell(caller, RoomCmd::Act { session, user, cs, action_json: action.to_string() }, Some(cs));
+            self.tell(caller, RoomCmd::Act { session, user, cs, action_json: action }, Some(cs));
             return Ok(());
         };
         let (session, user, out) = (caller.session, caller.user.clone(), caller.out.clone());

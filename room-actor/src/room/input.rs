@@ -421,7 +421,7 @@ impl<G: Game> Handler<Act> for RoomActor<G> {
             }
             return;
         }
-        let action: G::Action = match serde_json::from_value(msg.action) {
+        let action: G::Action = match serde_json::from_str(&msg.action) {
             Ok(a) => a,
             Err(e) => {
                 // The decoder's message quotes the client's input: the log gets it, the

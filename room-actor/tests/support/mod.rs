@@ -62,7 +62,7 @@ impl Client {
             session: self.session,
             user: self.user.clone(),
             cs,
-            action,
+            action: action.to_string(),
             out: self.out.clone().into(),
             received: Instant::now(),
             hop: Duration::ZERO,

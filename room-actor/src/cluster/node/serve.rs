@@ -152,12 +152,11 @@ impl ClusterNode {
             }
             RoomCmd::Act { session, user, cs, action_json } => {
                 let out = self.remote_out(from, session);
-                let action = serde_json::from_str(&action_json).unwrap_or(serde_json::Value::Null);
                 let act = Act {
                     session: SessionId(session),
                     user: PlayerId::from(user),
                     cs,
-                    action,
+                    action: action_json,
                     out,
                     received: Instant::now(),
                     hop: lag,
