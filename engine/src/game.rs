@@ -276,6 +276,19 @@ pub trait Game: Sized + Send + Sync + 'static {
         Self::view(state, viewer, ctx)
     }
 
+    /// The JSON of [`Game::view`] for each of `viewers`, in order: what the runner sends
+    /// its subscribers after every input. Each must be exactly
+    /// `serde_json::to_string(&Self::view(state, viewer, ctx))` (the harness checks it).
+    /// The default builds them so; a game whose views differ only in a few fields may
+    /// serialize the rest once (Halli Galli: the table is everybody's).
+    fn views_json(
+        state: &Self::State,
+        viewers: &[Option<&PlayerId>],
+        ctx: &ViewCtx<'_>,
+    ) -> Result<Vec<String>, serde_json::Error> {
+        viewers.iter().map(|viewer| serde_json::to_string(&Self::view(state, *viewer, ctx))).collect()
+    }
+
     /// Who the game waits for now (display and timers; the runner never blocks on it).
     fn active_players(state: &Self::State) -> Vec<PlayerId>;
 

@@ -42,6 +42,8 @@ pub enum Check {
     Determinism,
     Bound,
     Stuck,
+    /// `views_json` is not the JSON of `view`.
+    ViewsJson,
 }
 
 /// A failed check with enough context to reproduce it.
@@ -276,6 +278,17 @@ impl<G: Game> Harness<G> {
                 let leaks = find_leaks(&events_json, &secrets);
                 if !leaks.is_empty() {
                     return Err((Check::Leak, format!("events to {viewer:?} leak {leaks:?}")));
+                }
+            }
+            // What the runner sends must be these very views (so the checks above hold
+            // for it): every viewer at once, and each alone.
+            let together = G::views_json(state, &viewers, &vctx).map_err(|e| (Check::ViewsJson, e.to_string()))?;
+            for (viewer, json) in viewers.iter().zip(&together) {
+                let view = serde_json::to_string(&G::view(state, *viewer, &vctx))
+                    .map_err(|e| (Check::RoundTrip, format!("view: {e}")))?;
+                let alone = G::views_json(state, &[*viewer], &vctx).map_err(|e| (Check::ViewsJson, e.to_string()))?;
+                if *json != view || alone.first() != Some(&view) {
+                    return Err((Check::ViewsJson, format!("views_json of {viewer:?} is {json}, view is {view}")));
                 }
             }
         }

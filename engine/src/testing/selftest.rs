@@ -19,6 +19,7 @@ const LEAKS: u8 = 2;
 const UNSERIALIZABLE: u8 = 3;
 const ILLEGAL_TIMEOUT: u8 = 4;
 const ENDLESS: u8 = 5;
+const VIEWS_JSON_DIFFERS: u8 = 6;
 
 /// Two players hold three hidden cards each and play them in turns onto a table.
 struct Toy<const FLAW: u8>;
@@ -152,6 +153,21 @@ impl<const FLAW: u8> Game for Toy<FLAW> {
         ToyView { table: s.table.clone(), my_cards: mine, other_ids: (FLAW == LEAKS).then_some(others) }
     }
 
+    fn views_json(
+        s: &ToyState,
+        viewers: &[Option<&PlayerId>],
+        ctx: &ViewCtx<'_>,
+    ) -> Result<Vec<String>, serde_json::Error> {
+        viewers
+            .iter()
+            .map(|viewer| {
+                // The flawed toy shows everyone the first viewer's cards.
+                let shown = if FLAW == VIEWS_JSON_DIFFERS { viewers[0] } else { *viewer };
+                serde_json::to_string(&Self::view(s, shown, ctx))
+            })
+            .collect()
+    }
+
     fn active_players(s: &ToyState) -> Vec<PlayerId> {
         vec![Self::turn_player(s).clone()]
     }
@@ -234,4 +250,9 @@ fn illegal_timeout_is_caught() {
 #[test]
 fn endless_game_is_caught() {
     assert_eq!(run::<ENDLESS>(), Err(Check::Bound));
+}
+
+#[test]
+fn views_json_other_than_the_views_is_caught() {
+    assert_eq!(run::<VIEWS_JSON_DIFFERS>(), Err(Check::ViewsJson));
 }

@@ -126,29 +126,35 @@ impl<G: Game> RoomActor<G> {
         }
     }
 
-    /// One `update` per subscriber, each view serialized once per distinct viewer.
+    /// One `update` per subscriber: the views of the distinct viewers built at once
+    /// (`Game::views_json`: a game may serialize what they share once), and viewers shown
+    /// the same update share one text (a remote node gets it once).
     pub(super) fn broadcast_update(&mut self, events: &[G::Event], now: i64) {
         let Phase::Playing(run) = &self.phase else { return };
         let events_json = serde_json::to_string(events).unwrap_or_else(|_| "[]".into());
-        let mut by_viewer: HashMap<Option<PlayerId>, ByteString> = HashMap::new();
-        // Viewers shown the same update share one text (and a remote node gets it once).
-        let mut texts: Vec<ByteString> = Vec::new();
-        for viewer in self.audience.subs.values().map(|s| s.viewer.clone()) {
-            if let std::collections::hash_map::Entry::Vacant(slot) = by_viewer.entry(viewer) {
-                let view = self.view_json(&run.state, slot.key().as_ref(), now, false);
-                let text = wire::update(&self.id, run.seq, &view, &events_json);
-                let shared = match texts.iter().find(|t| **t == *text) {
-                    Some(same) => same.clone(),
-                    None => {
-                        let fresh = ByteString::from(text);
-                        texts.push(fresh.clone());
-                        fresh
-                    }
-                };
-                slot.insert(shared);
+        let mut viewers: Vec<Option<&PlayerId>> = Vec::new();
+        for sub in self.audience.subs.values() {
+            if !viewers.contains(&sub.viewer.as_ref()) {
+                viewers.push(sub.viewer.as_ref());
             }
         }
-        self.send_all(|sub| by_viewer.get(&sub.viewer).cloned().unwrap_or_default());
+        let ctx = ViewCtx { now, rtt: Some(&self.audience.rtt) };
+        let views = G::views_json(&run.state, &viewers, &ctx).unwrap_or_else(|e| {
+            error!(room = %self.id, error = %e, "view does not serialize");
+            vec!["null".to_owned(); viewers.len()]
+        });
+        let mut texts: Vec<(Option<PlayerId>, ByteString)> = Vec::with_capacity(viewers.len());
+        for (viewer, view) in viewers.iter().zip(views) {
+            let text = wire::update(&self.id, run.seq, &view, &events_json);
+            let shared = match texts.iter().find(|(_, t)| **t == *text) {
+                Some((_, same)) => same.clone(),
+                None => ByteString::from(text),
+            };
+            texts.push((viewer.cloned(), shared));
+        }
+        self.send_all(|sub| {
+            texts.iter().find(|(viewer, _)| *viewer == sub.viewer).map(|(_, text)| text.clone()).unwrap_or_default()
+        });
     }
 
     /// Who is away and since when, as the schedule reads it.

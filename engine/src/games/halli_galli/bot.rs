@@ -11,7 +11,7 @@ use crate::rng::Rng;
 /// Whether the tops in `view` show exactly five of some fruit.
 pub fn sees_five(view: &HalliGalliView) -> bool {
     let mut sums = [0u32; 4];
-    for top in view.players.values().filter_map(|p| p.top) {
+    for top in view.table.players.values().filter_map(|p| p.top) {
         if let Some(s) = sums.get_mut(top.fruit.index()) {
             *s += u32::from(top.count);
         }
@@ -25,13 +25,13 @@ pub fn choose(
     legal: &[HalliGalliInput],
     rng: &mut Rng,
 ) -> Option<BotMove<HalliGalliInput>> {
-    if view.phase != Phase::Playing {
+    if view.table.phase != Phase::Playing {
         return None;
     }
     let ring = legal.iter().find(|i| matches!(i, Input::Client(HalliGalliAction::Ring { .. }))).cloned();
     let flip = legal.iter().find(|i| matches!(i, Input::Client(HalliGalliAction::Flip {}))).cloned();
     if let Some(ring) = ring {
-        let (react_min_ms, react_spread_ms, mistake_rate) = view.options.bot_level.reaction();
+        let (react_min_ms, react_spread_ms, mistake_rate) = view.table.options.bot_level.reaction();
         if sees_five(view) {
             let delay_ms = react_min_ms + i64::from(rng.int(react_spread_ms));
             return Some(BotMove { input: ring, delay_ms });

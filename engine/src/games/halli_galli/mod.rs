@@ -83,6 +83,15 @@ impl Game for HalliGalli {
         view::view(state, viewer, ctx)
     }
 
+    /// The table is everybody's: serialized once per update, not once per viewer.
+    fn views_json(
+        state: &HalliGalliState,
+        viewers: &[Option<&PlayerId>],
+        ctx: &ViewCtx<'_>,
+    ) -> Result<Vec<String>, serde_json::Error> {
+        view::views_json(state, viewers, ctx)
+    }
+
     /// Everyone still in may ring at any time (the flip is the turn player's).
     fn active_players(state: &HalliGalliState) -> Vec<PlayerId> {
         if state.phase == Phase::Playing {

@@ -125,7 +125,7 @@ fn kid_mode_gives_8_seconds_per_flip() {
     let s = flip(&s, "a", T0 + 100).state;
     assert_eq!(s.turn_deadline, T0 + 8100);
     let v = HalliGalli::view(&s, None, &ViewCtx::at(T0));
-    assert_eq!(v.flip_ms, 8000);
+    assert_eq!(v.table.flip_ms, 8000);
 }
 
 #[test]
@@ -405,7 +405,7 @@ fn the_game_over_refuses_everything() {
     assert!(HalliGalli::timeout_players(&done).is_empty());
     assert!(HalliGalli::tick(&done, T0 + 100_000).is_none());
     let v = HalliGalli::view(&done, Some(&pid("b")), &ViewCtx::at(T0 + 1));
-    assert_eq!((v.turn, v.can_ring, v.end_reason), (None, false, Some(EndReason::LastStanding)));
+    assert_eq!((v.table.turn, v.mine.can_ring, v.table.end_reason), (None, false, Some(EndReason::LastStanding)));
 }
 
 // ---------------------------------------------------------------- bot
