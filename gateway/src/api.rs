@@ -171,8 +171,9 @@ async fn create(
         return Err(ApiError::bad_request("bad_grace", "graceSec는 5~600초로 정해 주세요"));
     }
     let too_many = || ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_rooms", "열어 둔 방이 너무 많아요");
-    check_waiting_seats(&state, &user.id, None).await?;
     let room_id = format!("r_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
+    // The host sits in the new room from the start.
+    check_waiting_seats(&state, &user.id, &room_id).await?;
     let cap = state.settings.rooms.max_open_per_user;
     let full = match &state.cluster {
         // In a cluster the cap counts the user's rooms on every node, atomically in Redis.
@@ -302,7 +303,7 @@ async fn sit(
     };
     let bot = body.bot;
     if !bot {
-        check_waiting_seats(&state, &user.id, Some(&path)).await?;
+        check_waiting_seats(&state, &user.id, &path).await?;
     }
     let room = state.rooms.find(&path).await?;
     Ok(HttpResponse::Ok().json(room.take_seat(user.id, user.name, bot).await?))
@@ -323,23 +324,17 @@ async fn remove_seat(
     Ok(HttpResponse::Ok().json(state.rooms.find(&room).await?.remove_seat(user.id, PlayerId::from(target)).await?))
 }
 
-/// Refuses a seat when `user` already sits in `rooms.max_waiting_seats_per_user` waiting
-/// rooms (other than `room`), so one guest cannot squat seats across the lobby.
-async fn check_waiting_seats(state: &AppState, user: &PlayerId, room: Option<&str>) -> Result<(), ApiError> {
-    let seated = if state.cluster.is_some() {
-        state
-            .store
-            .open_rooms()
-            .await
-            .map_err(|_| ApiError::unavailable())?
-            .iter()
-            .filter(|i| i.status == RoomStatus::Waiting && Some(i.room_id.as_str()) != room)
-            .filter(|i| i.seats.iter().any(|s| &s.user_id == user))
-            .count()
-    } else {
-        state.room_deps.directory.waiting_seats_of(user, room)
+/// Refuses a seat in `room` (or a new room of theirs) when `user` already sits in
+/// `rooms.max_waiting_seats_per_user` waiting rooms other than it, so one guest cannot squat
+/// seats across the lobby. In a cluster the count comes from the user's own index of
+/// seats (`WaitingSeats`: their few rooms, never every room), which this adds `room` to.
+async fn check_waiting_seats(state: &AppState, user: &PlayerId, room: &str) -> Result<(), ApiError> {
+    let cap = state.settings.rooms.max_waiting_seats_per_user;
+    let allowed = match &state.cluster {
+        Some(cluster) => cluster.seats.take(user, room, cap).await.map_err(|_| ApiError::unavailable())?,
+        None => state.room_deps.directory.waiting_seats_of(user, Some(room)) < cap,
     };
-    if seated >= state.settings.rooms.max_waiting_seats_per_user {
+    if !allowed {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "too_many_waiting_seats",

@@ -454,6 +454,41 @@ async fn the_host_removes_a_seated_player_through_a_node_that_does_not_own_the_r
     assert_eq!((told["code"].as_str(), told["room"].as_str()), (Some("removed_from_seat"), Some(room.as_str())));
 }
 
+/// The cap on seats in rooms that have not started counts a user's seats on every node
+/// (from the user's own index, not a scan of every open room): with a cap of 2, a user
+/// hosting a room on one node and seated in a second through the other is refused a
+/// third, and seated once the second room starts.
+#[tokio::test]
+async fn waiting_seats_are_capped_across_nodes_and_a_started_room_frees_its_seat() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let capped =
+        |id: &str| Proc::spawn(id, on_test_redis(id, &prefix).set("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "2"));
+    let nodes = [capped("wa"), capped("wb")];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    let (_, user) = token(&http, &nodes[0], "도윤").await;
+    let (_, other) = token(&http, &nodes[1], "서연").await;
+    create_room(&http, &nodes[0].base, &user, json!({"game": "tally"})).await;
+    let second = create_room(&http, &nodes[1].base, &other, json!({"game": "tally"})).await;
+    let third = create_room(&http, &nodes[1].base, &other, json!({"game": "tally"})).await;
+    let sit = |node: usize, room: &str| {
+        let request = http.post(format!("{}/api/rooms/{room}/seats", nodes[node].base)).bearer_auth(&user);
+        async move {
+            let r = request.send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap_or_default())
+        }
+    };
+    let (status, body) = sit(1, &second).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = sit(0, &third).await;
+    assert_eq!((status, body["code"].as_str()), (429, Some("too_many_waiting_seats")), "{body}");
+    let started = http.post(format!("{}/api/rooms/{second}/start", nodes[1].base)).bearer_auth(&other).send().await;
+    assert_eq!(started.unwrap().status(), 200);
+    let (status, body) = sit(0, &third).await;
+    assert_eq!(status, 200, "the started room's seat no longer waits: {body}");
+}
+
 /// `rediss://`: a node reaches a TLS-only Redis (a `redis-server --tls-port` of the
 /// test's own, its certificate signed by a CA made here) when `SSL_CERT_FILE` names that
 /// CA, and plays a game through it (fenced appends and the bus both over TLS). Given

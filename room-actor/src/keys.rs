@@ -108,6 +108,12 @@ impl Keys {
     pub fn user_games(&self, user: &str) -> String {
         format!("{}:user:{{{user}}}:games", self.prefix)
     }
+
+    /// The rooms a user took a seat in (and the rooms they created), for the cap on
+    /// waiting seats (`cluster/quota.rs`).
+    pub fn user_seated(&self, user: &str) -> String {
+        format!("{}:user:{{{user}}}:seated", self.prefix)
+    }
 }
 
 #[cfg(test)]

@@ -298,7 +298,8 @@ async fn appends_of_many_rooms_share_a_round_trip_and_keep_each_rooms_order() {
 
 /// Each appending thread has its own queue and connection (made on that thread): rooms on
 /// three threads all get their entries stored, and on each thread a second runtime,
-/// started after the first one stopped (taking its queue's task with it), appends again.
+/// started after the first one stopped (taking its queue's task and the driver of the
+/// thread's connection with it), appends again: on a new queue and a new connection.
 #[test]
 fn appends_from_threads_of_their_own_are_stored_and_a_stopped_runtimes_queue_is_replaced() {
     let runtime = || tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -503,4 +504,56 @@ async fn a_batch_counts_once_the_replica_holds_it_and_none_of_it_counts_without_
             other => panic!("an unreplicated batch was answered {other:?}"),
         }
     }
+}
+
+/// The cap on seats in waiting rooms reads the user's own index: rooms still waiting with
+/// the user seated count (other than the one they ask for), and rooms they left, that
+/// started, or that were never created are dropped from the index as it is read.
+#[tokio::test]
+async fn waiting_seats_are_counted_from_the_users_own_rooms() {
+    use room_actor::cluster::quota::WaitingSeats;
+    use room_actor::spawn::{initial_info, NewRoom};
+    let (store, keys) = store().await;
+    let seats = WaitingSeats::new(store.connection(), keys.clone(), Duration::from_secs(1800));
+    let (user, other) = (PlayerId::from("u_seated"), PlayerId::from("u_other"));
+    let waiting = |room: &str, host: &PlayerId| {
+        let new = NewRoom {
+            room_id: room.into(),
+            game: "tally".into(),
+            options: None,
+            host: host.clone(),
+            host_name: "host".into(),
+            grace_sec: 60,
+            seed: None,
+        };
+        initial_info(&new, "n1", 0).unwrap()
+    };
+    // Two waiting rooms: the cap of 2 is reached for a third, not for either of the two.
+    for room in ["r_s1", "r_s2"] {
+        assert!(seats.take(&user, room, 2).await.unwrap());
+        store.put_room(&waiting(room, &user)).await.unwrap();
+    }
+    assert!(!seats.take(&user, "r_s3", 2).await.unwrap(), "a third waiting seat is refused");
+    assert!(seats.take(&user, "r_s1", 2).await.unwrap(), "the room asked for is not counted against itself");
+    // Another user's rooms never count.
+    store.put_room(&waiting("r_o1", &other)).await.unwrap();
+    assert!(seats.take(&other, "r_o2", 1).await.unwrap());
+    // r_s1 starts: its seat no longer waits, so a new one fits; a seat refused after it
+    // was counted (r_s3's room was never created) does not linger.
+    let mut started = waiting("r_s1", &user);
+    started.status = room_actor::RoomStatus::Playing;
+    store.put_room(&started).await.unwrap();
+    assert!(seats.take(&user, "r_s3", 2).await.unwrap());
+    let mut conn = store.connection();
+    let mut index: Vec<String> =
+        redis::cmd("SMEMBERS").arg(keys.user_seated("u_seated")).query_async(&mut conn).await.unwrap();
+    index.sort();
+    assert_eq!(index, ["r_s2", "r_s3"], "r_s1 started and was dropped; r_s3 was just added");
+    // The user leaves r_s2 (the room is saved without their seat): r_s4 fits beside r_s3.
+    let mut left = waiting("r_s2", &other);
+    left.seats.retain(|s| s.user_id != user);
+    store.put_room(&left).await.unwrap();
+    assert!(seats.take(&user, "r_s4", 2).await.unwrap(), "r_s3 was never created, r_s2 was left");
+    let ttl: i64 = redis::cmd("TTL").arg(keys.user_seated("u_seated")).query_async(&mut conn).await.unwrap();
+    assert!((1800..=1860).contains(&ttl), "the index expires after a room could still wait: {ttl}");
 }

@@ -11,7 +11,7 @@ use crate::cluster::lease::Leases;
 use crate::cluster::membership::Membership;
 use crate::cluster::outbox::Outboxes;
 use crate::cluster::placement;
-use crate::cluster::quota::RoomQuota;
+use crate::cluster::quota::{RoomQuota, WaitingSeats};
 use crate::cluster::routes::{self, RouteBoard};
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
@@ -91,6 +91,8 @@ pub struct ClusterNode {
     activation_slots: tokio::sync::Semaphore,
     pub failover: FailoverMetrics,
     pub quota: RoomQuota,
+    /// The per-user cap on seats in waiting rooms, from each user's own index.
+    pub seats: WaitingSeats,
     /// Nodes found dead, with the last time their subscription was seen (for
     /// `roomd_failover_resume_seconds`).
     dead_since: Mutex<HashMap<String, Instant>>,
@@ -135,6 +137,7 @@ impl ClusterNode {
         Arc::new(ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
             quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
+            seats: WaitingSeats::new(conn.clone(), keys.clone(), deps.waiting_ttl),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
             outboxes: Outboxes::new(publisher),
             config,
