@@ -4,6 +4,7 @@
 //! it is for without a hop through the node's main thread (`ClusterNode::run`).
 
 use actix::ArbiterHandle;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::thread::ThreadId;
 use tokio::sync::watch;
@@ -12,11 +13,13 @@ use tokio::sync::watch;
 pub struct RoomThreads {
     arbiters: Mutex<Vec<(ThreadId, ArbiterHandle)>>,
     count: watch::Sender<usize>,
+    /// The next worker [`RoomThreads::elsewhere`] hands out.
+    next: AtomicUsize,
 }
 
 impl Default for RoomThreads {
     fn default() -> RoomThreads {
-        RoomThreads { arbiters: Mutex::default(), count: watch::Sender::new(0) }
+        RoomThreads { arbiters: Mutex::default(), count: watch::Sender::new(0), next: AtomicUsize::new(0) }
     }
 }
 
@@ -43,6 +46,19 @@ impl RoomThreads {
         let mut count = self.count.subscribe();
         count.wait_for(|n| *n > 0).await.ok()?;
         self.arbiters.lock().ok()?.first().map(|(_, a)| a.clone())
+    }
+
+    /// A worker for something started by a thread that is not one (the node's own tasks:
+    /// failover scans, a drain's takeover), the workers in turn; `None` when the caller
+    /// is a worker (start it there) or none has registered.
+    pub fn elsewhere(&self) -> Option<ArbiterHandle> {
+        let thread = std::thread::current().id();
+        let arbiters = self.arbiters.lock().ok()?;
+        if arbiters.is_empty() || arbiters.iter().any(|(t, _)| *t == thread) {
+            return None;
+        }
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % arbiters.len();
+        arbiters.get(i).map(|(_, a)| a.clone())
     }
 
     /// How many workers registered.
@@ -84,6 +100,14 @@ mod tests {
             let _ = tx.send(std::thread::current().id());
         });
         assert_ne!(rx.await.unwrap(), std::thread::current().id());
+        // Off the workers, work is sent to one; on a worker it stays there.
+        assert!(threads.elsewhere().is_some());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let on_worker = threads.clone();
+        worker.spawn_fn(move || {
+            let _ = tx.send(on_worker.elsewhere().is_none());
+        });
+        assert!(rx.await.unwrap(), "a worker keeps what it starts");
         worker.stop();
     }
 }

@@ -107,6 +107,9 @@ pub struct ClusterNode {
     /// Notified when an operator asks (over the bus) for this node to drain; the gateway
     /// then drains exactly as on SIGTERM.
     pub drain_request: Arc<tokio::sync::Notify>,
+    /// The HTTP workers (set by [`ClusterNode::run`]): rooms the node's own tasks restore
+    /// start there, beside the sockets and the bus receiver.
+    threads: std::sync::OnceLock<Arc<RoomThreads>>,
 }
 
 struct Restore {
@@ -116,10 +119,14 @@ struct Restore {
     token: String,
 }
 
+/// A restored room, ready to start on whichever thread calls it.
+type Starter = Box<dyn FnOnce() -> RoomHandle + Send>;
+
 impl GameVisitor for Restore {
-    type Output = Result<RoomHandle, RebuildError>;
+    type Output = Result<Starter, RebuildError>;
     fn visit<G: Game>(self) -> Self::Output {
-        Ok(RoomActor::<G>::restore(self.info, self.stored, self.deps, Some(self.token))?.spawn())
+        let room = RoomActor::<G>::restore(self.info, self.stored, self.deps, Some(self.token))?;
+        Ok(Box::new(move || room.spawn()))
     }
 }
 
@@ -157,6 +164,7 @@ impl ClusterNode {
             reroute: tokio::sync::Notify::new(),
             scanned_once: AtomicBool::new(false),
             drain_request: Arc::new(tokio::sync::Notify::new()),
+            threads: std::sync::OnceLock::new(),
         })
     }
 
@@ -281,8 +289,12 @@ impl ClusterNode {
         let game = info.game.clone();
         let resumes_a_game = stored.is_some();
         let restore = Restore { info, stored, deps: self.deps.clone(), token: token.clone() };
-        match registry::visit(&game, restore) {
-            Some(Ok(handle)) => {
+        match registry::visit(&game, restore).map(|r| r.map(|start| self.start_room(start))) {
+            Some(Ok(start)) => {
+                let Some(handle) = start.await else {
+                    self.leases.release(room, &token).await?;
+                    return Ok(None);
+                };
                 if resumes_a_game {
                     self.deps.metrics.rooms_restored.inc();
                 }
@@ -315,12 +327,32 @@ impl ClusterNode {
         }
     }
 
+    /// Starts a restored room: on a worker when this runs on the node's own thread (a
+    /// failover scan), so the room runs beside the sockets and the bus receiver; where
+    /// this runs otherwise (a request or a bus frame activated it, on a worker). `None`
+    /// when the worker went away first.
+    async fn start_room(&self, start: Starter) -> Option<RoomHandle> {
+        match self.threads.get().and_then(|t| t.elsewhere()) {
+            Some(worker) => {
+                let (tx, rx) = oneshot::channel();
+                worker.spawn_fn(move || {
+                    let _ = tx.send(start());
+                });
+                rx.await.ok()
+            }
+            None => Some(start()),
+        }
+    }
+
     /// Starts the bus receiver, heartbeats, lease renewal and failover scans. The bus
     /// receiver (the subscription and the loop that hands each frame to its rooms and
     /// sockets) runs on the first of `threads` once one registers, the worker the rooms
     /// and sockets it serves run on; without `threads` (a node without an HTTP server,
     /// in tests) it runs here, like the rest, on the current actix system.
     pub fn run(self: &Arc<Self>, threads: Option<Arc<RoomThreads>>) {
+        if let Some(threads) = &threads {
+            let _ = self.threads.set(threads.clone());
+        }
         match threads {
             Some(threads) => {
                 let node = self.clone();
