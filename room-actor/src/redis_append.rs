@@ -171,7 +171,7 @@ impl Appender {
 
     /// Runs one batch on `conn`: per-entry outcomes in order, or the error every entry
     /// shares.
-    async fn run(&self, conn: &RedisConn, batch: &[Pending]) -> Result<Vec<Appended>, StoreError> {
+    async fn run(&self, conn: &RedisConn, batch: &[Pending]) -> Result<Vec<Result<Appended, StoreError>>, StoreError> {
         let mut cmd = redis::cmd("EVALSHA");
         cmd.arg(self.script.get_hash()).arg(batch.len() * 3);
         for p in batch {
@@ -209,27 +209,30 @@ impl Appender {
     }
 }
 
-/// The script's answer: one reply per entry.
-fn parse(reply: Option<Value>, n: usize) -> Result<Vec<Appended>, StoreError> {
+/// The script's answer: one outcome per entry (an entry whose `XADD` failed is certainly
+/// not stored: `Unavailable`, for that entry alone).
+fn parse(reply: Option<Value>, n: usize) -> Result<Vec<Result<Appended, StoreError>>, StoreError> {
     let odd = |what: &dyn std::fmt::Debug| StoreError::Unknown(format!("the append script answered {what:?}"));
     let Some(Value::Array(items)) = reply else { return Err(odd(&reply)) };
     if items.len() != n {
         return Err(odd(&format!("{} replies for {n} entries", items.len())));
     }
-    items
-        .into_iter()
-        .map(|item| match &item {
-            Value::Int(_) => Ok(Appended::Stored),
-            Value::BulkString(word) if word.as_slice() == b"FENCED" => Ok(Appended::Fenced),
-            Value::BulkString(word) => std::str::from_utf8(word)
-                .ok()
-                .and_then(|w| w.strip_prefix("CONFLICT "))
+    let outcome = |item: Value| match &item {
+        Value::Int(_) => Ok(Ok(Appended::Stored)),
+        Value::BulkString(word) if word.as_slice() == b"FENCED" => Ok(Ok(Appended::Fenced)),
+        Value::BulkString(word) => {
+            let word = std::str::from_utf8(word).map_err(|_| odd(&item))?;
+            if let Some(why) = word.strip_prefix("ERROR ") {
+                return Ok(Err(StoreError::Unavailable(format!("the log append failed: {why}"))));
+            }
+            word.strip_prefix("CONFLICT ")
                 .and_then(|last| last.trim().parse().ok())
-                .map(|last| Appended::Conflict { last })
-                .ok_or_else(|| odd(&item)),
-            _ => Err(odd(&item)),
-        })
-        .collect()
+                .map(|last| Ok(Appended::Conflict { last }))
+                .ok_or_else(|| odd(&item))
+        }
+        _ => Err(odd(&item)),
+    };
+    items.into_iter().map(outcome).collect()
 }
 
 /// The queue's task: takes the first entry, whatever else is queued (up to the bounds),
@@ -259,7 +262,7 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
         match ran {
             Ok(outcomes) => {
                 for (p, outcome) in batch.into_iter().zip(outcomes) {
-                    let _ = p.done.send(Ok(outcome));
+                    let _ = p.done.send(outcome);
                 }
             }
             Err(e) => {
@@ -281,11 +284,11 @@ mod tests {
             Value::Int(7),
             Value::BulkString(b"FENCED".to_vec()),
             Value::BulkString(b"CONFLICT 41".to_vec()),
+            Value::BulkString(b"ERROR WRONGTYPE Operation against a key holding the wrong kind of value".to_vec()),
         ]);
-        assert_eq!(
-            parse(Some(reply), 3),
-            Ok(vec![Appended::Stored, Appended::Fenced, Appended::Conflict { last: 41 }])
-        );
+        let outcomes = parse(Some(reply), 4).unwrap();
+        assert_eq!(outcomes[..3], [Ok(Appended::Stored), Ok(Appended::Fenced), Ok(Appended::Conflict { last: 41 })]);
+        assert!(matches!(&outcomes[3], Err(StoreError::Unavailable(why)) if why.contains("WRONGTYPE")), "{outcomes:?}");
     }
 
     #[test]

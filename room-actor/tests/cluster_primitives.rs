@@ -377,32 +377,72 @@ async fn a_fenced_append_in_a_batch_refuses_only_its_own_room() {
     assert_eq!(store.entry(&pks[3], 5).await.unwrap(), None, "the conflicting entry changed nothing");
 }
 
-/// A batch that fails as a whole acknowledges none of its entries, not even one the
-/// script stored before it failed: each is `Unknown`, and reading the log back (as a room
-/// does) is what tells them apart. The next batch is not affected.
+/// An entry whose log cannot take it (its key holds a string, so `XADD` fails) is refused
+/// alone, as certainly not stored; the other entries of its batch are stored, and each
+/// game's last seq agrees with its log afterwards (the next seq goes in).
 #[tokio::test]
-async fn a_batch_that_fails_acknowledges_none_of_its_entries() {
+async fn an_entry_whose_log_cannot_take_it_fails_alone() {
     let (store, keys) = store().await;
     let pks: Vec<String> = ["r_ua", "r_ub", "r_uc"].iter().map(|r| game_pk(r, "01")).collect();
-    // r_ub's log key holds a string, so the script's XADD for it fails mid-batch.
     let mut conn = store.connection();
     let _: () =
         redis::cmd("SET").arg(keys.log("r_ub", &pks[1])).arg("not a stream").query_async(&mut conn).await.unwrap();
+    let (batches, _) = store.append_batches().unwrap();
+    let results =
+        futures_util::future::join_all(pks.iter().map(|pk| store.append_fenced(pk.clone(), entry(1), String::new())))
+            .await;
+    assert_eq!(store.append_batches().unwrap().0 - batches, 1, "one batch: {results:?}");
+    assert_eq!(results[0], Ok(()));
+    assert!(matches!(&results[1], Err(StoreError::Unavailable(why)) if why.contains("WRONGTYPE")), "{results:?}");
+    assert_eq!(results[2], Ok(()));
+    assert!(store.entry(&pks[0], 1).await.unwrap().is_some());
+    assert!(store.entry(&pks[2], 1).await.unwrap().is_some());
+    for pk in [&pks[0], &pks[2]] {
+        assert_eq!(store.append_fenced(pk.clone(), entry(2), String::new()).await, Ok(()), "{pk}: seq 2 is next");
+    }
+    // r_ub's counter did not move: once its key is a log again, seq 1 goes in.
+    let _: () = redis::cmd("DEL").arg(keys.log("r_ub", &pks[1])).query_async(&mut conn).await.unwrap();
+    assert_eq!(store.append_fenced(pks[1].clone(), entry(1), String::new()).await, Ok(()));
+}
+
+/// A batch that fails as a whole acknowledges none of its entries, even ones Redis then
+/// stores: on a private Redis of the test's own, writes are paused for longer than an
+/// answer may take, so the batch times out (every entry `Unknown`) and runs once the pause
+/// ends. Reading the log back (as a room does) is what finds the entries, and sending one
+/// again is a conflict at its own seq, never a second copy.
+#[tokio::test]
+async fn a_batch_that_times_out_acknowledges_none_of_its_entries() {
+    let server = Server::start(&[]);
+    let target = RedisTarget::Single(server.url());
+    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
+    let store = RedisStore::connect_to(&target, &prefix).await.unwrap();
+    let pks: Vec<String> = ["r_ta", "r_tb", "r_tc"].iter().map(|r| game_pk(r, "01")).collect();
+    // A first append connects the queue (and loads the script) before the pause.
+    store.append_fenced(game_pk("r_warm", "01"), entry(1), String::new()).await.unwrap();
+    let pause_ms = room_actor::redis_conn::TIMEOUT.as_millis() as u64 + 1500;
+    let paused = Command::new("redis-cli")
+        .args(["-p", &server.port.to_string(), "client", "pause", &pause_ms.to_string(), "write"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&paused.stdout).contains("OK"), "{paused:?}");
     let results =
         futures_util::future::join_all(pks.iter().map(|pk| store.append_fenced(pk.clone(), entry(1), String::new())))
             .await;
     for result in &results {
         assert!(matches!(result, Err(StoreError::Unknown(_))), "{results:?}");
     }
-    // r_ua's entry ran before the failure and is there; r_uc's never ran.
-    assert!(store.entry(&pks[0], 1).await.unwrap().is_some());
-    assert_eq!(store.entry(&pks[2], 1).await.unwrap(), None);
-    // Retrying: r_ua's entry is found already stored (a conflict at last = 1), r_uc's goes in.
-    assert_eq!(
-        store.append_fenced(pks[0].clone(), entry(1), String::new()).await,
-        Err(StoreError::Conflict { game_pk: pks[0].clone(), expected: 2, got: 1 })
-    );
-    assert_eq!(store.append_fenced(pks[2].clone(), entry(1), String::new()).await, Ok(()));
+    // The pause ends, the batch runs: every entry is there, though none was acknowledged.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for pk in &pks {
+        while store.entry(pk, 1).await.ok().flatten().is_none() {
+            assert!(Instant::now() < deadline, "{pk}: the paused batch never ran");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            store.append_fenced(pk.clone(), entry(1), String::new()).await,
+            Err(StoreError::Conflict { game_pk: pk.clone(), expected: 2, got: 1 })
+        );
+    }
 }
 
 /// Many rooms' lease holders in one read, in order, unheld rooms as `None`, past the
