@@ -176,6 +176,27 @@ pub struct Cluster {
     pub drain_grace_s: u64,
     /// Membership heartbeat interval (ms); a node is dead after three missed beats.
     pub heartbeat_ms: u64,
+    /// How long a Redis batch (log appends; a frame to another node) waits after its
+    /// first item for more (ms; 0 = not at all).
+    pub batch_window_ms: u64,
+}
+
+/// The longest batch window an operator may set: a frame to another node that waited
+/// longer would eat into the requests' and leases' timeouts for nothing.
+pub const MAX_BATCH_WINDOW_MS: u64 = 50;
+
+impl Cluster {
+    /// The batch window, or why it cannot be one.
+    pub fn batch_window(&self) -> Result<std::time::Duration, String> {
+        if self.batch_window_ms > MAX_BATCH_WINDOW_MS {
+            return Err(format!(
+                "ROOMD__CLUSTER__BATCH_WINDOW_MS {}: at most {MAX_BATCH_WINDOW_MS} ms (it adds that much latency to \
+                 every action; 1-2 ms is the useful range, 0 turns it off)",
+                self.batch_window_ms
+            ));
+        }
+        Ok(std::time::Duration::from_millis(self.batch_window_ms))
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -250,6 +271,7 @@ impl Settings {
             .set_default("cluster.lease_ms", 3000)?
             .set_default("cluster.drain_grace_s", 20)?
             .set_default("cluster.heartbeat_ms", 500)?
+            .set_default("cluster.batch_window_ms", 0)?
             .set_default("ws.max_frame_bytes", 64 * 1024)?
             .set_default("ws.rate_per_s", 30)?
             .set_default("ws.burst", 60)?
@@ -278,7 +300,18 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
-    use super::Node;
+    use super::{Cluster, Node};
+
+    #[test]
+    fn a_batch_window_is_at_most_fifty_milliseconds() {
+        let cluster =
+            |batch_window_ms| Cluster { lease_ms: 3000, drain_grace_s: 20, heartbeat_ms: 500, batch_window_ms };
+        assert_eq!(cluster(0).batch_window(), Ok(std::time::Duration::ZERO));
+        assert_eq!(cluster(2).batch_window(), Ok(std::time::Duration::from_millis(2)));
+        assert_eq!(cluster(50).batch_window(), Ok(std::time::Duration::from_millis(50)));
+        let refused = cluster(51).batch_window().unwrap_err();
+        assert!(refused.contains("ROOMD__CLUSTER__BATCH_WINDOW_MS") && refused.contains("at most 50"), "{refused}");
+    }
 
     fn public(url: &str) -> Result<Option<String>, String> {
         Node { id: None, public_url: Some(url.to_owned()) }.public_url()

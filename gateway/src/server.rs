@@ -112,6 +112,7 @@ impl AppState {
     fn build(settings: Settings, redis: Option<RedisStore>) -> Result<AppState, StartError> {
         // Checked before anything is written (the token secret may be created next).
         let public_url = settings.node.public_url().map_err(StartError::Config)?.map(Arc::from);
+        let batch_window = settings.cluster.batch_window().map_err(StartError::Config)?;
         let secret = token_secret(&settings)?;
         let node_id = settings
             .node
@@ -163,6 +164,7 @@ impl AppState {
                     prefix: settings.redis.prefix.clone(),
                     lease_ms: settings.cluster.lease_ms,
                     heartbeat_ms: settings.cluster.heartbeat_ms,
+                    batch_window,
                 },
                 redis,
                 room_deps.clone(),
@@ -249,11 +251,13 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
         }
         return serve(state);
     };
+    let batch_window = settings.cluster.batch_window().map_err(StartError::Config)?;
     let connected = async {
         RedisStore::connect_to(&target, &settings.redis.prefix)
             .await?
             .with_acks(&target, settings.redis.ack_replicas, settings.redis.ack_timeout_ms)
             .await
+            .map(|store| store.with_batch_window(batch_window))
     };
     let redis =
         connected.await.map_err(|e| StartError::Config(format!("cannot reach Redis at {}: {e}", target.setting())))?;

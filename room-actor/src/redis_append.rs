@@ -20,6 +20,12 @@
 //! to a connection driven by another thread cost two context switches per action, the
 //! largest single item in a profile of the node (issue 15).
 //!
+//! A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, off by default) makes the task wait
+//! that long after a batch's first entry before it takes the rest: at a steady rate the
+//! entries are spread in time, and what gathers while one batch is in flight is only
+//! what arrived in one round trip (1–2 entries here); a window of a millisecond or two
+//! gathers several times that, for that much more latency per action.
+//!
 //! A Redis Cluster keeps one `EVALSHA` per append (a script may touch one slot only, and
 //! rooms are spread over slots); the cluster connection pipelines those per master.
 
@@ -31,6 +37,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
 /// At most this many entries go in one batch.
@@ -84,11 +91,14 @@ pub(crate) struct Appender {
     conns: Conns,
     script: Script,
     replicated: Option<Replicated>,
+    /// How long a batch's first entry waits for others (zero: not at all).
+    window: Duration,
     queues: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Pending>>>,
     pub stats: Arc<BatchStats>,
 }
 
 /// Where a queue's batches go.
+#[derive(Clone)]
 enum Conns {
     /// The thread's shared connection (its bus frames go there too).
     Shared(Arc<ThreadConns>),
@@ -114,9 +124,15 @@ impl Appender {
             conns,
             script: Script::new(APPEND_MANY_LUA),
             replicated,
+            window: Duration::ZERO,
             queues: Mutex::default(),
             stats: Arc::default(),
         }
+    }
+
+    /// The same appender with a batch window of `window` (before its first append).
+    pub fn windowed(&self, window: Duration) -> Appender {
+        Appender { window, ..Appender::with(self.conns.clone(), self.replicated.clone()) }
     }
 
     /// Appends `bytes` (the encoded entry `seq`) to `room`'s game log `pk` in the next
@@ -235,13 +251,18 @@ fn parse(reply: Option<Value>, n: usize) -> Result<Vec<Result<Appended, StoreErr
     items.into_iter().map(outcome).collect()
 }
 
-/// The queue's task: takes the first entry, whatever else is queued (up to the bounds),
+/// The queue's task: takes the first entry, waits out the batch window if there is one,
+/// then takes whatever else is queued (up to the bounds),
 /// runs them as one batch, answers each, and again. It connects on its first batch, so
 /// the connection is driven on this thread; a failed connect fails that batch (nothing
 /// was sent: `Unavailable`) and the next batch tries again.
 async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>) {
     let mut conn: Option<RedisConn> = None;
     while let Some(first) = rx.recv().await {
+        // A full batch already waiting goes at once.
+        if !appender.window.is_zero() && rx.len() + 1 < MAX_BATCH {
+            tokio::time::sleep(appender.window).await;
+        }
         let mut bytes = first.bytes.len();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {

@@ -160,6 +160,16 @@ impl RedisStore {
         Ok(self)
     }
 
+    /// Appends wait `window` after the first entry of a batch for more to join it (see
+    /// `redis_append.rs`); zero (the default) sends each batch at once. Call it before
+    /// the first append. A Redis Cluster sends each append on its own: no window there.
+    pub fn with_batch_window(mut self, window: Duration) -> RedisStore {
+        if let Some(appender) = &self.appender {
+            self.appender = Some(Arc::new(appender.windowed(window)));
+        }
+        self
+    }
+
     /// Runs `pipe` (its first command a script's `EVALSHA`) on `conn`, loading the script
     /// first if the server does not know it (then nothing in the pipeline ran).
     pub(crate) async fn with_script<T: redis::FromRedisValue>(

@@ -319,12 +319,8 @@ impl RoomRef {
     /// others; a publish nobody hears (the node died) is reported as [`RouteLost`].
     fn tell(&self, caller: &Caller, cmd: RoomCmd, cs: Option<u64>) {
         let At::Remote { node, cluster } = &*self.at else { return };
-        let (cluster, node, room, lost) = (cluster.clone(), node.clone(), self.room.clone(), caller.lost.clone());
-        actix::spawn(async move {
-            if cluster.tell(&node, &room, cmd).await.is_err() {
-                lost.do_send(RouteLost { room, cs });
-            }
-        });
+        let (room, lost) = (self.room.clone(), caller.lost.clone());
+        cluster.tell_or(node, &self.room, cmd, move |_| lost.do_send(RouteLost { room, cs }));
     }
 
     /// Start watching (answered with `sync` on the caller's `out`), with the caller's RTT

@@ -176,7 +176,7 @@ async fn outboxes_to_node_b() -> (Outboxes, tokio::sync::mpsc::UnboundedReceiver
     let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
     let metrics = RoomMetrics::unregistered().unwrap();
     let rx = bus::subscribe(RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
-    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix));
+    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO);
     // Until the subscription is up, a publish finds nobody listening.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while outboxes.send("node-b", act(0)).await.is_err() {
@@ -249,13 +249,47 @@ async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_fl
     );
 }
 
+/// With a batch window, messages sent one after another within it leave in one frame, in
+/// order, and the frame is stamped with its first message's time: the lag a ring is
+/// credited with includes the window it waited.
+#[tokio::test]
+async fn an_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_frame() {
+    let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
+    let (store, _) = store().await;
+    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
+    let metrics = RoomMetrics::unregistered().unwrap();
+    let mut rx = bus::subscribe(RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
+    let window = Duration::from_millis(600);
+    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), window);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while outboxes.send("node-b", act(0)).await.is_err() {
+        assert!(tokio::time::Instant::now() < deadline, "the bus subscription never came up");
+    }
+    while tokio::time::timeout(Duration::from_millis(100), rx.recv()).await.is_ok() {}
+    for cs in 1..=5 {
+        outboxes.post("node-b", act(cs));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
+    let sent: Vec<u64> = delivered
+        .envelopes
+        .iter()
+        .filter_map(|e| match e {
+            Envelope::Room { cmd: RoomCmd::Act { cs, .. }, .. } => Some(*cs),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, vec![1, 2, 3, 4, 5], "the five messages in one frame, in order");
+    assert!(delivered.lag >= window, "stamped when its first message was taken: lag {:?}", delivered.lag);
+}
+
 /// A frame nobody hears acknowledges none of what it carried: every waiter gets the
 /// error, and the node's next message tries again (and fails again, no hang).
 #[tokio::test]
 async fn a_frame_nobody_hears_fails_every_message_in_it() {
     let (store, _) = store().await;
     let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
-    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix));
+    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO);
     let sends = (1..=3).map(|cs| outboxes.send("node-gone", act(cs)));
     for result in futures_util::future::join_all(sends).await {
         assert!(matches!(result, Err(StoreError::Unavailable(_))), "{result:?}");
@@ -294,6 +328,28 @@ async fn appends_of_many_rooms_share_a_round_trip_and_keep_each_rooms_order() {
         }
         assert_eq!(store.entry(pk, 6).await.unwrap(), None);
     }
+}
+
+/// With a batch window, appends of many rooms handed over one after another within it
+/// are stored in one batch (without one, each would go as soon as the one before
+/// returned).
+#[tokio::test]
+async fn appends_spread_over_the_batch_window_share_one_batch() {
+    let (store, keys) = store().await;
+    let store = store.with_batch_window(Duration::from_millis(800));
+    let leases = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let mut appends = Vec::new();
+    for i in 0..8 {
+        let room = format!("r_window{i}");
+        let token = leases.claim(&room).await.unwrap().expect("free lease");
+        let (store, pk) = (store.clone(), game_pk(&room, "01"));
+        appends.push(tokio::spawn(async move { store.append_fenced(pk, entry(1), token).await }));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for append in appends {
+        append.await.unwrap().expect("stored");
+    }
+    assert_eq!(store.append_batches(), Some((1, 8)), "eight appends, one batch");
 }
 
 /// Each appending thread has its own queue and connection (made on that thread): rooms on

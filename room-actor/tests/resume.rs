@@ -12,7 +12,7 @@ use room_actor::messages::Start;
 use room_actor::{Directory, RedisStore, RoomStore};
 use serde_json::json;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 const ENTRIES: u64 = 5_000;
 
@@ -55,6 +55,7 @@ async fn a_room_with_a_5000_entry_log_resumes_from_its_snapshot_quickly() {
         prefix: prefix.clone(),
         lease_ms: 3000,
         heartbeat_ms: 500,
+        batch_window: Duration::ZERO,
     };
     let second = ClusterNode::new(config, (*store).clone(), deps, FailoverMetrics::new().unwrap());
     let claimed = Instant::now();

@@ -155,10 +155,11 @@ impl Publisher {
         Publisher { conns, prefix: prefix.to_owned() }
     }
 
-    /// Publishes `envelopes` to `node`'s channel as one frame: whether anyone heard it
-    /// (`false`: nobody listens there, the node is gone); `Unavailable` when Redis fails.
-    pub async fn send(&self, node: &str, envelopes: &[Envelope]) -> Result<bool, StoreError> {
-        let bytes = encode_frame(envelopes, SystemTime::now())?;
+    /// Publishes `envelopes` to `node`'s channel as one frame stamped `at` (when the
+    /// first of them was sent): whether anyone heard it (`false`: nobody listens there,
+    /// the node is gone); `Unavailable` when Redis fails.
+    pub async fn send(&self, node: &str, envelopes: &[Envelope], at: SystemTime) -> Result<bool, StoreError> {
+        let bytes = encode_frame(envelopes, at)?;
         let conn = self.conns.get().await?;
         let receivers = conn
             .publish(&channel(&self.prefix, node), bytes)

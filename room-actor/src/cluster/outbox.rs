@@ -6,6 +6,11 @@
 //! per destination: one queue, one publish in flight. Session messages in a batch share
 //! their texts, so an update several of a node's sessions see crosses once.
 //!
+//! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`) the task waits that long after
+//! a frame's first message before it takes the rest: fewer, larger publishes for that
+//! much more latency per hop. The frame is stamped with the time its first message was
+//! taken, so the hop a ring is credited with (`bus.rs`) includes the window it waited.
+//!
 //! A [`RemoteOut`] stands in for each remote subscriber ([`Out::Remote`](crate::messages::Out)):
 //! a room's frame for it goes straight into the outbox toward its node.
 
@@ -14,6 +19,7 @@ use crate::error::StoreError;
 use crate::messages::{ByteString, ToClient};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
@@ -22,7 +28,25 @@ pub const MAX_BATCH: usize = 512;
 /// A frame stops taking session texts once they reach this many bytes.
 pub const MAX_BATCH_BYTES: usize = 1 << 20;
 
-type Done = oneshot::Sender<Result<(), StoreError>>;
+/// Who hears whether a message's frame was published.
+enum Done {
+    /// An awaited send: the outcome.
+    Reply(oneshot::Sender<Result<(), StoreError>>),
+    /// A message sent without waiting: called only if its frame was not published.
+    OnFailure(Box<dyn FnOnce(StoreError) + Send>),
+}
+
+impl Done {
+    fn tell(self, result: &Result<(), StoreError>) {
+        match (self, result) {
+            (Done::Reply(tx), _) => {
+                let _ = tx.send(result.clone());
+            }
+            (Done::OnFailure(failed), Err(e)) => failed(e.clone()),
+            (Done::OnFailure(_), Ok(())) => {}
+        }
+    }
+}
 
 /// What waits in a destination's queue.
 enum Item {
@@ -41,12 +65,14 @@ enum Item {
 #[derive(Clone)]
 pub struct Outboxes {
     publisher: Publisher,
+    /// How long a frame's first message waits for others (zero: not at all).
+    window: Duration,
     queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Item>>>>,
 }
 
 impl Outboxes {
-    pub fn new(publisher: Publisher) -> Outboxes {
-        Outboxes { publisher, queues: Arc::default() }
+    pub fn new(publisher: Publisher, window: Duration) -> Outboxes {
+        Outboxes { publisher, window, queues: Arc::default() }
     }
 
     fn push(&self, node: &str, mut item: Item) {
@@ -59,7 +85,8 @@ impl Outboxes {
             }
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(drain(node.to_owned(), rx, self.publisher.clone(), self.queues.clone(), tx.clone()));
+        let queue = Queue { node: node.to_owned(), publisher: self.publisher.clone(), window: self.window };
+        tokio::spawn(drain(queue, rx, self.queues.clone(), tx.clone()));
         let _ = tx.send(item);
         queues.insert(node.to_owned(), tx);
     }
@@ -68,7 +95,7 @@ impl Outboxes {
     /// published, `Unavailable` when Redis fails or nobody listens on `node`'s channel.
     pub async fn send(&self, node: &str, envelope: Envelope) -> Result<(), StoreError> {
         let (done, rx) = oneshot::channel();
-        self.push(node, Item::Envelope { envelope, done: Some(done) });
+        self.push(node, Item::Envelope { envelope, done: Some(Done::Reply(done)) });
         rx.await.unwrap_or_else(|_| Err(StoreError::Unavailable(format!("the outbox to {node} stopped"))))
     }
 
@@ -77,22 +104,42 @@ impl Outboxes {
         self.push(node, Item::Envelope { envelope, done: None });
     }
 
+    /// Sends `envelope` to `node` without waiting; `failed` is called (on the outbox's
+    /// thread) if its frame was not published. No task per message: a session's actions
+    /// to rooms elsewhere take this path.
+    pub fn post_or(&self, node: &str, envelope: Envelope, failed: impl FnOnce(StoreError) + Send + 'static) {
+        self.push(node, Item::Envelope { envelope, done: Some(Done::OnFailure(Box::new(failed))) });
+    }
+
     /// Sends `msg` to `session` on `node`.
     pub fn session(&self, node: &str, session: u64, msg: ToClient) {
         self.push(node, Item::Session { session, msg });
     }
 }
 
-/// One destination's task: waits for the first item, takes whatever else is queued (up
-/// to the batch bounds), publishes it as one frame, tells the waiters, and again.
-async fn drain(
+/// Where one destination's task sends, and how.
+struct Queue {
     node: String,
-    mut rx: mpsc::UnboundedReceiver<Item>,
     publisher: Publisher,
+    window: Duration,
+}
+
+/// One destination's task: waits for the first item (and then out the window, if any),
+/// takes whatever else is queued (up to the batch bounds), publishes it as one frame,
+/// tells the waiters, and again.
+async fn drain(
+    queue: Queue,
+    mut rx: mpsc::UnboundedReceiver<Item>,
     queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Item>>>>,
     own: mpsc::UnboundedSender<Item>,
 ) {
+    let Queue { node, publisher, window } = queue;
     while let Some(first) = rx.recv().await {
+        let first_at = SystemTime::now();
+        // A full batch already waiting goes at once.
+        if !window.is_zero() && rx.len() + 1 < MAX_BATCH {
+            tokio::time::sleep(window).await;
+        }
         let mut batch = Batch::default();
         batch.add(first);
         while batch.items < MAX_BATCH && batch.text_bytes < MAX_BATCH_BYTES {
@@ -102,7 +149,7 @@ async fn drain(
             }
         }
         let (envelopes, waiters, sessions) = batch.finish();
-        let (result, gone) = match publisher.send(&node, &envelopes).await {
+        let (result, gone) = match publisher.send(&node, &envelopes, first_at).await {
             Ok(true) => (Ok(()), false),
             Ok(false) => (Err(StoreError::Unavailable(format!("no node listens on {node}'s channel"))), true),
             Err(e) => (Err(e), false),
@@ -111,7 +158,7 @@ async fn drain(
             warn!(node = %node, error = %e, envelopes = envelopes.len(), sessions, "bus frame not delivered");
         }
         for done in waiters {
-            let _ = done.send(result.clone());
+            done.tell(&result);
         }
         if gone {
             // Nobody listens there: this queue stops (what is in it fails the same way)
@@ -124,7 +171,7 @@ async fn drain(
             rx.close();
             while let Ok(item) = rx.try_recv() {
                 if let Item::Envelope { done: Some(done), .. } = item {
-                    let _ = done.send(result.clone());
+                    done.tell(&result);
                 }
             }
             return;

@@ -56,6 +56,9 @@ pub struct ClusterConfig {
     pub prefix: String,
     pub lease_ms: u64,
     pub heartbeat_ms: u64,
+    /// How long a frame to another node waits after its first message for more
+    /// (`ROOMD__CLUSTER__BATCH_WINDOW_MS`; zero: not at all). See `outbox.rs`.
+    pub batch_window: Duration,
 }
 
 /// Where a room is now.
@@ -146,7 +149,7 @@ impl ClusterNode {
             quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
             seats: WaitingSeats::new(conn.clone(), keys.clone(), deps.waiting_ttl),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
-            outboxes: Outboxes::new(publisher),
+            outboxes: Outboxes::new(publisher, config.batch_window),
             config,
             store,
             deps,

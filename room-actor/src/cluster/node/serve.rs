@@ -72,9 +72,11 @@ impl ClusterNode {
         reply.unwrap_or(Reply::NotHere)
     }
 
-    /// Sends a command that needs no reply.
-    pub async fn tell(&self, node: &str, room: &str, cmd: RoomCmd) -> Result<(), StoreError> {
-        self.outboxes.send(node, Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd }).await
+    /// Sends a command that needs no reply without waiting; `failed` hears if it was not
+    /// published (the node is gone, or Redis is).
+    pub fn tell_or(&self, node: &str, room: &str, cmd: RoomCmd, failed: impl FnOnce(StoreError) + Send + 'static) {
+        let envelope = Envelope::Room { room: room.to_owned(), from: self.id().to_owned(), cmd };
+        self.outboxes.post_or(node, envelope, failed);
     }
 
     fn reply(&self, node: &str, req: u64, reply: Reply) {
