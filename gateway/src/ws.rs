@@ -100,6 +100,8 @@ pub async fn upgrade(
         caller: None,
         token_exp,
         fragments: None,
+        ticks: 0,
+        expiry_armed: false,
     };
     let response = ws::WsResponseBuilder::new(session, &req, stream).frame_size(settings.max_frame_bytes).start();
     if response.is_err() {
@@ -143,6 +145,40 @@ pub struct WsSession {
     token_exp: u64,
     /// A fragmented message being reassembled: its kind and the bytes so far.
     fragments: Option<(FragmentKind, Vec<u8>)>,
+    /// Ticks of the session's one timer since the socket opened (see [`Ticks`]).
+    ticks: u64,
+    /// The token's expiry is armed as a timer of its own (only in its last tick).
+    expiry_armed: bool,
+}
+
+/// How often a route to a room elsewhere is checked (cluster mode).
+const ROUTE_RECHECK: Duration = Duration::from_secs(1);
+
+/// A session's one periodic timer. actix polls every timer an actor runs on each of its
+/// wakes (every frame it sends or receives), so the heartbeat, the route checks and the
+/// token's expiry share one: the tick is the heartbeat, or the route check's second when
+/// that is shorter, and the heartbeat runs every `every`th tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Ticks {
+    tick: Duration,
+    every: u64,
+}
+
+impl Ticks {
+    fn new(heartbeat_s: u64, cluster: bool) -> Ticks {
+        let heartbeat = Duration::from_secs(heartbeat_s.max(1));
+        if cluster && ROUTE_RECHECK < heartbeat {
+            // Whole seconds both: the heartbeat is a whole number of route checks.
+            Ticks { tick: ROUTE_RECHECK, every: heartbeat.as_secs() / ROUTE_RECHECK.as_secs() }
+        } else {
+            Ticks { tick: heartbeat, every: 1 }
+        }
+    }
+
+    /// Whether tick number `n` (from 1) is a heartbeat.
+    fn heartbeat(&self, n: u64) -> bool {
+        n.is_multiple_of(self.every)
+    }
 }
 
 /// The RTT (ms) last sent to the rooms and the pongs since: a changed estimate goes at
@@ -193,7 +229,8 @@ impl WsSession {
         ctx.text(frame);
     }
 
-    fn heartbeat(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
+    /// Pings the client; `false` if it has been silent too long (the socket is closed).
+    fn heartbeat(&mut self, ctx: &mut ws::WebsocketContext<Self>) -> bool {
         let timeout = Duration::from_secs(self.state.settings.ws.client_timeout_s);
         if self.last_seen.elapsed() > timeout {
             debug!(session = self.id.0, "heartbeat timeout");
@@ -202,10 +239,29 @@ impl WsSession {
                 description: Some("heartbeat timeout".into()),
             }));
             ctx.stop();
-            return;
+            return false;
         }
         self.ping_sent = Some(Instant::now());
         ctx.ping(b"");
+        true
+    }
+
+    /// Arms the close at the token's `exp` once it is due within the next `tick` (a timer
+    /// armed hours ahead would be polled on every wake of the socket until then).
+    fn arm_expiry(&mut self, ctx: &mut ws::WebsocketContext<Self>, tick: Duration) {
+        if self.expiry_armed {
+            return;
+        }
+        let left = Duration::from_secs(self.token_exp.saturating_sub(jsonwebtoken::get_current_timestamp()));
+        if left > tick {
+            return;
+        }
+        self.expiry_armed = true;
+        ctx.run_later(left, |act, ctx| {
+            debug!(session = act.id.0, "token expired");
+            ctx.text(wire::error("token_expired", "로그인이 만료됐어요. 다시 로그인해 주세요", None, None));
+            act.close_with(ctx, ws::CloseCode::Policy, "token expired");
+        });
     }
 
     fn on_pong(&mut self) {
@@ -431,19 +487,19 @@ impl Actor for WsSession {
             .sessions
             .insert(self.id.0, Session { out: ctx.address().recipient(), drain: ctx.address().recipient() });
         self.state.metrics.sessions.inc();
-        let interval = Duration::from_secs(self.state.settings.ws.heartbeat_s.max(1));
-        ctx.run_interval(interval, |act, ctx| act.heartbeat(ctx));
-        // The token's lifetime is the socket's: past `exp` the client must sign in again.
-        let left = self.token_exp.saturating_sub(jsonwebtoken::get_current_timestamp());
-        ctx.run_later(Duration::from_secs(left), |act, ctx| {
-            debug!(session = act.id.0, "token expired");
-            ctx.text(wire::error("token_expired", "로그인이 만료됐어요. 다시 로그인해 주세요", None, None));
-            act.close_with(ctx, ws::CloseCode::Policy, "token expired");
+        let ticks = Ticks::new(self.state.settings.ws.heartbeat_s, self.state.cluster.is_some());
+        self.arm_expiry(ctx, ticks.tick);
+        ctx.run_interval(ticks.tick, move |act, ctx| {
+            act.ticks += 1;
+            if ticks.heartbeat(act.ticks) && !act.heartbeat(ctx) {
+                return;
+            }
+            // Rooms move only between cluster nodes.
+            if act.state.cluster.is_some() {
+                act.recheck_routes(ctx);
+            }
+            act.arm_expiry(ctx, ticks.tick);
         });
-        // Rooms move only between cluster nodes.
-        if self.state.cluster.is_some() {
-            ctx.run_interval(Duration::from_secs(1), |act, ctx| act.recheck_routes(ctx));
-        }
         let _span = info_span!("session", session_id = self.id.0, user_id = %self.user).entered();
         debug!("socket open");
     }
@@ -558,5 +614,23 @@ mod tests {
         assert!(sent.due(300));
         assert!(!sent.due(329), "within a tenth is the same");
         assert!(sent.due(331));
+    }
+
+    #[test]
+    fn one_timer_runs_the_heartbeat_on_its_own_cadence_and_the_route_checks_every_second() {
+        // A single node: the tick is the heartbeat.
+        assert_eq!(Ticks::new(2, false), Ticks { tick: Duration::from_secs(2), every: 1 });
+        // A cluster node checks its routes every second and pings every other tick.
+        let cluster = Ticks::new(2, true);
+        assert_eq!(cluster, Ticks { tick: ROUTE_RECHECK, every: 2 });
+        let pings: Vec<u64> = (1..=6).filter(|n| cluster.heartbeat(*n)).collect();
+        assert_eq!(pings, [2, 4, 6], "a ping every 2 s");
+        // A heartbeat of a second or less: every tick is both.
+        assert_eq!(Ticks::new(1, true), Ticks { tick: Duration::from_secs(1), every: 1 });
+        assert_eq!(Ticks::new(0, false), Ticks { tick: Duration::from_secs(1), every: 1 }, "0 s reads as 1 s");
+        // A long heartbeat keeps its cadence in whole seconds.
+        let long = Ticks::new(30, true);
+        assert_eq!(long.every, 30);
+        assert!((1..30).all(|n| !long.heartbeat(n)) && long.heartbeat(30));
     }
 }

@@ -119,6 +119,20 @@ async fn a_socket_is_closed_when_its_token_expires() {
     assert_eq!(c.close_code().await, Some(1008));
 }
 
+#[tokio::test]
+async fn a_token_that_expires_several_heartbeats_after_the_socket_opened_still_closes_it() {
+    // The expiry is armed by the socket's periodic tick once it is due within a tick: a
+    // token that outlives the first ticks is closed by a later one, on time.
+    let server = start_server_with(|s| s.ws.heartbeat_s = 1);
+    let token = sign(TEST_SECRET, json!({"sub": "u_later", "name": "민지", "exp": now() + 4}));
+    let opened = std::time::Instant::now();
+    let mut c = WsClient::connect(server.addr, &token).await.unwrap();
+    let e = c.next_of("error").await;
+    assert_eq!(e["code"], "token_expired", "{e}");
+    assert!(opened.elapsed() >= Duration::from_secs(2), "not before its exp: {:?}", opened.elapsed());
+    assert_eq!(c.close_code().await, Some(1008));
+}
+
 // ---- 2. limits per address and per node ----------------------------------------------
 
 async fn session_response(server: &Server, forwarded: Option<&str>) -> reqwest::Response {
