@@ -3,6 +3,7 @@
 //! nodes to the rooms here (and rooms here to sessions there). The bus side (requests to
 //! other nodes, and serving theirs) is in [`serve`].
 
+mod backlog;
 mod serve;
 
 use crate::cluster::bus::{self, Publisher, Reply};
@@ -87,6 +88,8 @@ pub struct ClusterNode {
     sessions: Arc<Sessions>,
     pending: Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
     next_req: AtomicU64,
+    /// Rooms whose commands from other nodes wait behind a slow one (`backlog.rs`).
+    backlogs: backlog::Backlogs<serve::Waiting>,
     pub draining: AtomicBool,
     /// One activation at a time per room (a second waits and finds the first's result).
     activating: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
@@ -157,6 +160,7 @@ impl ClusterNode {
             sessions: Arc::new(Sessions::new()),
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
+            backlogs: backlog::Backlogs::default(),
             draining: AtomicBool::new(false),
             activating: Mutex::new(HashMap::new()),
             activation_slots: tokio::sync::Semaphore::new(ACTIVATION_CONCURRENCY),
@@ -492,9 +496,10 @@ impl ClusterNode {
         let node = self.clone();
         actix::spawn(async move {
             while let Some(delivered) = rx.recv().await {
-                // Each envelope in order: commands to one room keep their order.
+                // Each envelope in order: commands to one room keep their order (one
+                // that must wait waits in its room's backlog, holding up no other room).
                 for envelope in delivered.envelopes {
-                    node.on_envelope(envelope, delivered.lag).await;
+                    node.on_envelope(envelope, delivered.lag);
                 }
             }
         });

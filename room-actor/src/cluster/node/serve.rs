@@ -2,11 +2,15 @@
 //! ([`ClusterNode::request`], [`ClusterNode::tell`]), and serving what arrives on this
 //! node's channel: frames for this node's sessions, replies to its requests, and other
 //! nodes' room commands, each turned back into the room's own message
-//! ([`ClusterNode::on_room_cmd`], the remote half of `RoomRef`'s verbs).
+//! ([`ClusterNode::on_room_cmd`], the remote half of `RoomRef`'s verbs). A command that
+//! must wait (for the room's answer, or for the room to be found) waits in its room's
+//! backlog (`backlog.rs`), never in front of other rooms' commands.
 
+use super::backlog::Joined;
 use super::{ClusterNode, Owner};
 use crate::cluster::bus::{Envelope, NodeCmd, Reply, RoomCmd};
 use crate::cluster::outbox::RemoteOut;
+use crate::directory::RoomHandle;
 use crate::error::StoreError;
 use crate::messages::{
     Act, ByteString, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RttSample, SessionId, Start, Subscribe,
@@ -23,6 +27,10 @@ use tracing::{info, warn};
 
 /// How long a node waits for another node's answer to a room request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A room command from another node waiting in its room's backlog: who sent it, the
+/// command, and how long its frame took to arrive.
+pub(super) type Waiting = (String, RoomCmd, Duration);
 
 /// An answer as JSON text for a bus reply (room info and views always serialize).
 fn json<T: serde::Serialize>(value: &T) -> String {
@@ -85,8 +93,9 @@ impl ClusterNode {
         self.outboxes.post(node, Envelope::Reply { req, reply });
     }
 
-    /// Handles what arrives on this node's channel (`lag`: since its sender published it).
-    pub(super) async fn on_envelope(self: &Arc<Self>, envelope: Envelope, lag: Duration) {
+    /// Handles what arrives on this node's channel (`lag`: since its sender published it),
+    /// without waiting for anything.
+    pub(super) fn on_envelope(self: &Arc<Self>, envelope: Envelope, lag: Duration) {
         match envelope {
             Envelope::Sessions { texts, items } => {
                 // One shared text per update, however many of this node's sessions see it.
@@ -106,13 +115,74 @@ impl ClusterNode {
                     let _ = tx.send(reply);
                 }
             }
-            Envelope::Room { room, from, cmd } => self.on_room_cmd(&room, &from, cmd, lag).await,
+            Envelope::Room { room, from, cmd } => self.on_room_envelope(room, from, cmd, lag),
             Envelope::Node { from, cmd: NodeCmd::Drain { req, by } } => {
                 info!(node = self.id(), from = %from, by = %by, "drain requested by an operator");
                 self.drain_request.notify_one();
                 self.reply(&from, req, Reply::Accepted);
             }
         }
+    }
+
+    /// A command for a room: into its mailbox at once when the room is held here and the
+    /// command needs no answer (and none of the room's earlier commands still waits);
+    /// otherwise into the room's backlog, served by a task of its own.
+    fn on_room_envelope(self: &Arc<Self>, room: String, from: String, cmd: RoomCmd, lag: Duration) {
+        let (from, cmd, lag) = match self.backlogs.join(&room, (from, cmd, lag)) {
+            Joined::Queued => return,
+            Joined::Free(waiting) => waiting,
+        };
+        let cmd = match self.here(&room) {
+            Some(handle) => match self.tell_room(&handle, &from, cmd, lag) {
+                Ok(()) => return,
+                Err(cmd) => cmd,
+            },
+            None => cmd,
+        };
+        if self.backlogs.start(&room, (from, cmd, lag)) {
+            let node = self.clone();
+            actix::spawn(async move {
+                while let Some((from, cmd, lag)) = node.backlogs.next(&room) {
+                    node.on_room_cmd(&room, &from, cmd, lag).await;
+                }
+            });
+        }
+    }
+
+    /// The room's handle if this node holds it and its actor runs (no lookup needed).
+    fn here(&self, room: &str) -> Option<RoomHandle> {
+        self.holds(room).then(|| self.deps.directory.handle(room)).flatten()
+    }
+
+    /// Hands a command that needs no answer to the room; a request comes back (`Err`).
+    fn tell_room(&self, handle: &RoomHandle, from: &str, cmd: RoomCmd, lag: Duration) -> Result<(), RoomCmd> {
+        match cmd {
+            RoomCmd::Subscribe { session, user } => {
+                let out = self.remote_out(from, session);
+                let _ = handle.subscribe(Subscribe { session: SessionId(session), user: PlayerId::from(user), out });
+            }
+            RoomCmd::Unsubscribe { session } => {
+                let _ = handle.unsubscribe(Unsubscribe { session: SessionId(session) });
+            }
+            RoomCmd::Act { session, user, cs, action_json } => {
+                let out = self.remote_out(from, session);
+                let act = Act {
+                    session: SessionId(session),
+                    user: PlayerId::from(user),
+                    cs,
+                    action: action_json,
+                    out,
+                    received: Instant::now(),
+                    hop: lag,
+                };
+                let _ = handle.act(act);
+            }
+            RoomCmd::Rtt { user, rtt_ms } => {
+                let _ = handle.rtt(RttSample { user: PlayerId::from(user), rtt_ms });
+            }
+            request => return Err(request),
+        }
+        Ok(())
     }
 
     async fn on_room_cmd(self: &Arc<Self>, room: &str, from: &str, cmd: RoomCmd, lag: Duration) {
@@ -144,30 +214,9 @@ impl ClusterNode {
             }
             return;
         };
+        let Err(cmd) = self.tell_room(&handle, from, cmd, lag) else { return };
         match cmd {
-            RoomCmd::Subscribe { session, user } => {
-                let out = self.remote_out(from, session);
-                let _ = handle.subscribe(Subscribe { session: SessionId(session), user: PlayerId::from(user), out });
-            }
-            RoomCmd::Unsubscribe { session } => {
-                let _ = handle.unsubscribe(Unsubscribe { session: SessionId(session) });
-            }
-            RoomCmd::Act { session, user, cs, action_json } => {
-                let out = self.remote_out(from, session);
-                let act = Act {
-                    session: SessionId(session),
-                    user: PlayerId::from(user),
-                    cs,
-                    action: action_json,
-                    out,
-                    received: Instant::now(),
-                    hop: lag,
-                };
-                let _ = handle.act(act);
-            }
-            RoomCmd::Rtt { user, rtt_ms } => {
-                let _ = handle.rtt(RttSample { user: PlayerId::from(user), rtt_ms });
-            }
+            RoomCmd::Subscribe { .. } | RoomCmd::Unsubscribe { .. } | RoomCmd::Act { .. } | RoomCmd::Rtt { .. } => {}
             RoomCmd::Info { req } => {
                 let reply = match handle.info().send(GetInfo).await {
                     Ok(info) => Reply::Info(json(&info)),
