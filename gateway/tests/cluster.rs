@@ -351,10 +351,17 @@ async fn a_request_waiting_for_its_room_holds_up_no_other_room_of_that_node() {
     assert_eq!(info["roomId"], other, "{info}");
     assert_eq!(info["node"], "ha", "{info}");
     assert!(!slow_info.is_finished(), "the other room was answered only after the slow one");
+    assert_eq!(metric(&http, &nodes[0], "roomd_bus_backlog_rooms").await, 1.0, "the slow room's backlog shows");
 
     replica.signal("CONT");
     let status = slow_info.await.unwrap().expect("the slow room's request is answered");
     assert!(status == 200 || status == 503, "{status}");
+    // Its backlog is gone once served (the answer left ha just before it was removed).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while metric(&http, &nodes[0], "roomd_bus_backlog_rooms").await != 0.0 {
+        assert!(tokio::time::Instant::now() < deadline, "the slow room's backlog never emptied");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

@@ -66,6 +66,7 @@ async fn metrics_show_rooms_sessions_actions_rejects_and_latencies() {
         "roomd_drains_total",
         "roomd_bus_dropped_total",
         "roomd_bus_lag_seconds_count",
+        "roomd_bus_backlog_rooms",
     ] {
         assert_eq!(sample(&text, name), 0.0, "{name}");
     }

@@ -33,6 +33,9 @@ pub struct RoomMetrics {
     pub bus_lag: Histogram,
     /// Bus frames dropped (malformed, truncated, another roomd version).
     pub bus_dropped: IntCounter,
+    /// Rooms whose commands from other nodes wait behind a slow one of theirs (a request
+    /// awaiting the room's answer, a room being found or restored): `backlog.rs`.
+    pub bus_backlog_rooms: IntGauge,
 }
 
 const LATENCY_BUCKETS: &[f64] = &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
@@ -77,6 +80,10 @@ impl RoomMetrics {
                     .buckets(LATENCY_BUCKETS.to_vec()),
             )?,
             bus_dropped: IntCounter::new("roomd_bus_dropped_total", "bus frames dropped as malformed or foreign")?,
+            bus_backlog_rooms: IntGauge::new(
+                "roomd_bus_backlog_rooms",
+                "rooms whose commands from other nodes wait behind a slow one of theirs",
+            )?,
         };
         registry.register(Box::new(m.rooms.clone()))?;
         registry.register(Box::new(m.games_started.clone()))?;
@@ -94,6 +101,7 @@ impl RoomMetrics {
         registry.register(Box::new(m.drains.clone()))?;
         registry.register(Box::new(m.bus_lag.clone()))?;
         registry.register(Box::new(m.bus_dropped.clone()))?;
+        registry.register(Box::new(m.bus_backlog_rooms.clone()))?;
         Ok(m)
     }
 

@@ -141,10 +141,12 @@ impl ClusterNode {
         };
         if self.backlogs.start(&room, (from, cmd, lag)) {
             let node = self.clone();
+            node.deps.metrics.bus_backlog_rooms.inc();
             actix::spawn(async move {
                 while let Some((from, cmd, lag)) = node.backlogs.next(&room) {
                     node.on_room_cmd(&room, &from, cmd, lag).await;
                 }
+                node.deps.metrics.bus_backlog_rooms.dec();
             });
         }
     }
