@@ -164,7 +164,7 @@ async fn sigterm_drains_rooms_to_other_nodes_and_closes_its_sockets_with_1012() 
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "dc", json!(null), 16).await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "dc", json!(null), 40).await;
     let mut a = connect(&nodes[0], &alice).await;
     let mut on_drained = connect(&nodes[2], &bob).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
@@ -216,7 +216,7 @@ async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "sc", json!(null), 16).await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "sc", json!(null), 40).await;
     let mut a = connect(&nodes[0], &alice).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
     next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -428,7 +428,7 @@ async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
     // ma's bus loop still works: a room owned by ma, played from mb, goes both ways.
-    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "ma", json!(null), 16).await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "ma", json!(null), 40).await;
     let mut b = connect(&nodes[1], &bob).await;
     send(&mut b, json!({"t": "sub", "room": room})).await;
     next_where(&mut b, 10, |v| v["t"] == "sync").await.expect("sync");
@@ -454,7 +454,7 @@ async fn a_replay_is_served_by_a_node_that_never_hosted_the_game() {
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "pc", json!(10), 16).await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "pc", json!(10), 40).await;
     let mut a = connect(&nodes[0], &alice).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
     next_where(&mut a, 10, |v| v["t"] == "sync").await.expect("sync");

@@ -488,7 +488,9 @@ pub async fn start_tally(
 }
 
 /// Starts tally rooms as [`start_tally`] does until one is owned by `owner`, at most
-/// `tries` of them: its id.
+/// `tries` of them: its id. Placement is uniform: with three nodes, 40 tries miss one
+/// node about once in 10^7 (16 missed it once in ~650 calls, which the suite makes
+/// several of per run).
 pub async fn room_on(
     http: &reqwest::Client,
     via: &Proc,
