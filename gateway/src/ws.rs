@@ -162,6 +162,8 @@ const ROUTE_RECHECK: Duration = Duration::from_secs(1);
 struct Ticks {
     tick: Duration,
     every: u64,
+    /// Check the routes to rooms elsewhere on every tick (cluster mode).
+    routes: bool,
 }
 
 impl Ticks {
@@ -169,9 +171,9 @@ impl Ticks {
         let heartbeat = Duration::from_secs(heartbeat_s.max(1));
         if cluster && ROUTE_RECHECK < heartbeat {
             // Whole seconds both: the heartbeat is a whole number of route checks.
-            Ticks { tick: ROUTE_RECHECK, every: heartbeat.as_secs() / ROUTE_RECHECK.as_secs() }
+            Ticks { tick: ROUTE_RECHECK, every: heartbeat.as_secs() / ROUTE_RECHECK.as_secs(), routes: true }
         } else {
-            Ticks { tick: heartbeat, every: 1 }
+            Ticks { tick: heartbeat, every: 1, routes: cluster }
         }
     }
 
@@ -495,7 +497,7 @@ impl Actor for WsSession {
                 return;
             }
             // Rooms move only between cluster nodes.
-            if act.state.cluster.is_some() {
+            if ticks.routes {
                 act.recheck_routes(ctx);
             }
             act.arm_expiry(ctx, ticks.tick);
@@ -619,15 +621,19 @@ mod tests {
     #[test]
     fn one_timer_runs_the_heartbeat_on_its_own_cadence_and_the_route_checks_every_second() {
         // A single node: the tick is the heartbeat.
-        assert_eq!(Ticks::new(2, false), Ticks { tick: Duration::from_secs(2), every: 1 });
+        assert_eq!(Ticks::new(2, false), Ticks { tick: Duration::from_secs(2), every: 1, routes: false });
         // A cluster node checks its routes every second and pings every other tick.
         let cluster = Ticks::new(2, true);
-        assert_eq!(cluster, Ticks { tick: ROUTE_RECHECK, every: 2 });
+        assert_eq!(cluster, Ticks { tick: ROUTE_RECHECK, every: 2, routes: true });
         let pings: Vec<u64> = (1..=6).filter(|n| cluster.heartbeat(*n)).collect();
         assert_eq!(pings, [2, 4, 6], "a ping every 2 s");
         // A heartbeat of a second or less: every tick is both.
-        assert_eq!(Ticks::new(1, true), Ticks { tick: Duration::from_secs(1), every: 1 });
-        assert_eq!(Ticks::new(0, false), Ticks { tick: Duration::from_secs(1), every: 1 }, "0 s reads as 1 s");
+        assert_eq!(Ticks::new(1, true), Ticks { tick: Duration::from_secs(1), every: 1, routes: true });
+        assert_eq!(
+            Ticks::new(0, false),
+            Ticks { tick: Duration::from_secs(1), every: 1, routes: false },
+            "0 s reads as 1 s"
+        );
         // A long heartbeat keeps its cadence in whole seconds.
         let long = Ticks::new(30, true);
         assert_eq!(long.every, 30);

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::procs::{
-    bus_publish_verb, connect, create_room, free_port, get_json, metric, next_within, on_test_redis, redis_cli_target,
-    room_on, send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
+    bus_publish_verb, connect, create_room, get_json, metric, next_within, on_test_redis, redis_cli_target, room_on,
+    send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
 };
 use tokio_tungstenite::tungstenite::Message;
 
@@ -262,52 +262,6 @@ async fn a_paused_owner_is_fenced_after_another_node_takes_its_room() {
     }
 }
 
-/// A replica of `master` (no persistence) that a test can freeze with SIGSTOP; killed
-/// (after a SIGCONT) when dropped.
-struct Replica {
-    child: std::process::Child,
-    port: u16,
-}
-
-impl Replica {
-    fn of(master: &OwnRedis) -> Replica {
-        let port = free_port();
-        let child = Command::new("redis-server")
-            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-            .args(["--replicaof", "127.0.0.1", &master.port.to_string()])
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server is installed (./scripts/test installs it)");
-        let replica = Replica { child, port };
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while !replica.linked() {
-            assert!(std::time::Instant::now() < deadline, "the replica never linked to its master");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        replica
-    }
-
-    fn linked(&self) -> bool {
-        Command::new("redis-cli")
-            .args(["-p", &self.port.to_string(), "info", "replication"])
-            .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("master_link_status:up"))
-    }
-
-    fn signal(&self, sig: &str) {
-        let sent = Command::new("kill").arg(format!("-{sig}")).arg(self.child.id().to_string()).status();
-        assert!(sent.is_ok_and(|s| s.success()), "kill -{sig} replica");
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-CONT").arg(self.child.id().to_string()).status();
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn a_request_waiting_for_its_room_holds_up_no_other_room_of_that_node() {
     // A node serves its bus channel on one task. A request for a room that cannot answer
@@ -315,7 +269,7 @@ async fn a_request_waiting_for_its_room_holds_up_no_other_room_of_that_node() {
     // every command for the node's other rooms.
     let _serial = SERIAL.lock().await;
     let redis = OwnRedis::start();
-    let replica = Replica::of(&redis);
+    let replica = OwnRedis::replica_of(&redis);
     let url = redis.url();
     let acked = |id: &str| {
         Settings::cluster(id, "roomd-hol", &url)
@@ -338,13 +292,17 @@ async fn a_request_waiting_for_its_room_holds_up_no_other_room_of_that_node() {
     // The replica freezes: the slow room's next append waits out the 3 s acknowledgement
     // timeout, and its mailbox with it.
     replica.signal("STOP");
+    let frames = metric(&http, &nodes[0], "roomd_bus_lag_seconds_count").await;
     send(&mut b, json!({"t": "act", "room": slow, "cs": 1, "a": {"type": "bump"}})).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The bump has reached ha (and so its room, before anything ha receives after it).
+    until(|| async { metric(&http, &nodes[0], "roomd_bus_lag_seconds_count").await > frames }, "the bump reaches ha")
+        .await;
     let slow_info = tokio::spawn({
         let (http, url, bob) = (http.clone(), format!("{}/api/rooms/{slow}", nodes[1].base), bob.clone());
         async move { http.get(url).bearer_auth(bob).send().await.map(|r| r.status()) }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    until(|| async { metric(&http, &nodes[0], "roomd_bus_backlog_rooms").await == 1.0 }, "the request reaches ha")
+        .await;
     assert!(!slow_info.is_finished(), "the slow room answered while its append waits");
     // The other room answers through the same two nodes, at once.
     let info = get_json(&http, format!("{}/api/rooms/{other}", nodes[1].base), &bob).await;
@@ -357,10 +315,15 @@ async fn a_request_waiting_for_its_room_holds_up_no_other_room_of_that_node() {
     let status = slow_info.await.unwrap().expect("the slow room's request is answered");
     assert!(status == 200 || status == 503, "{status}");
     // Its backlog is gone once served (the answer left ha just before it was removed).
+    until(|| async { metric(&http, &nodes[0], "roomd_bus_backlog_rooms").await == 0.0 }, "the backlog empties").await;
+}
+
+/// Waits (10 s at most) until `holds` says yes; `what` names it in the failure.
+async fn until<F: std::future::Future<Output = bool>>(holds: impl Fn() -> F, what: &str) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while metric(&http, &nodes[0], "roomd_bus_backlog_rooms").await != 0.0 {
-        assert!(tokio::time::Instant::now() < deadline, "the slow room's backlog never emptied");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+    while !holds().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -31,15 +31,39 @@ pub struct OwnRedis {
     child: Option<Child>,
     pub port: u16,
     dir: PathBuf,
+    /// The master's port, for a replica.
+    master: Option<u16>,
 }
 
 impl OwnRedis {
     pub fn start() -> OwnRedis {
+        OwnRedis::launch(None)
+    }
+
+    /// A replica of `master`, returned once it has linked to it.
+    pub fn replica_of(master: &OwnRedis) -> OwnRedis {
+        let replica = OwnRedis::launch(Some(master.port));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !replica.linked() {
+            assert!(Instant::now() < deadline, "the replica never linked to its master");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        replica
+    }
+
+    fn launch(master: Option<u16>) -> OwnRedis {
         let dir = std::env::temp_dir().join(format!("roomd-faults-{}", engine::Seed::from_os().unwrap().to_hex()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut redis = OwnRedis { child: None, port: free_port(), dir };
+        let mut redis = OwnRedis { child: None, port: free_port(), dir, master };
         redis.up();
         redis
+    }
+
+    fn linked(&self) -> bool {
+        Command::new("redis-cli")
+            .args(["-p", &self.port.to_string(), "info", "replication"])
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("master_link_status:up"))
     }
 
     pub fn url(&self) -> String {
@@ -52,6 +76,11 @@ impl OwnRedis {
             .args(["--bind", "127.0.0.1", "--port", &self.port.to_string()])
             .args(["--appendonly", "yes", "--appendfsync", "always", "--save", ""])
             .args(["--dir", self.dir.to_str().unwrap()])
+            .args(
+                self.master
+                    .iter()
+                    .flat_map(|port| ["--replicaof".to_owned(), "127.0.0.1".to_owned(), port.to_string()]),
+            )
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server is installed (./scripts/test installs it)");
