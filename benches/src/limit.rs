@@ -43,17 +43,33 @@ struct ClientMsg {
 pub struct Stall {
     pub after: Duration,
     pub length: Duration,
+    /// Only this connection stalls (the first accepted is 1); `None`: every connection.
+    pub connection: Option<u64>,
     first_act: OnceLock<tokio::time::Instant>,
 }
 
 impl Stall {
     pub fn new(after: Duration, length: Duration) -> Stall {
-        Stall { after, length, first_act: OnceLock::new() }
+        Stall { after, length, connection: None, first_act: OnceLock::new() }
     }
 
-    /// Waits out the stall if `now` falls in it.
-    async fn wait(&self) {
+    /// The same stall for connection `id` alone (the others answer at once).
+    pub fn on_connection(self, id: u64) -> Stall {
+        Stall { connection: Some(id), ..self }
+    }
+
+    /// When the stall ends (once the first `act` has come).
+    pub fn ends_at(&self) -> Option<tokio::time::Instant> {
+        self.first_act.get().map(|first| *first + self.after + self.length)
+    }
+
+    /// Waits out the stall if `now` falls in it and it is `id`'s.
+    async fn wait(&self, id: u64) {
         let now = tokio::time::Instant::now();
+        if self.connection.is_some_and(|only| only != id) {
+            let _ = self.first_act.get_or_init(|| now);
+            return;
+        }
         let from = *self.first_act.get_or_init(|| now) + self.after;
         let until = from + self.length;
         if now >= from && now < until {
@@ -84,16 +100,45 @@ pub async fn serve_tls(listener: TcpListener, acceptor: tokio_rustls::TlsAccepto
     }
 }
 
+/// When the server saw each connection end (tests of the load generator's teardown).
+#[derive(Debug, Default)]
+pub struct Closes(Mutex<Vec<tokio::time::Instant>>);
+
+impl Closes {
+    /// The first connection end seen, if any.
+    pub fn first(&self) -> Option<tokio::time::Instant> {
+        self.0.lock().ok().and_then(|c| c.iter().min().copied())
+    }
+
+    pub fn count(&self) -> usize {
+        self.0.lock().map_or(0, |c| c.len())
+    }
+}
+
 /// [`serve`], stalling once as `stall` says.
 pub async fn serve_with(listener: TcpListener, stall: Option<Stall>) -> std::io::Result<()> {
-    let stall = stall.map(Arc::new);
+    serve_observed(listener, stall.map(Arc::new), Arc::default()).await
+}
+
+/// [`serve_with`], noting in `closes` when each connection ends.
+pub async fn serve_observed(
+    listener: TcpListener,
+    stall: Option<Arc<Stall>>,
+    closes: Arc<Closes>,
+) -> std::io::Result<()> {
     let rooms = Arc::new(Rooms::default());
     let mut next_id = 0u64;
     loop {
         let (stream, _) = listener.accept().await?;
         let _ = stream.set_nodelay(true);
         next_id += 1;
-        tokio::spawn(connection(stream, next_id, rooms.clone(), stall.clone()));
+        let (rooms, stall, closes) = (rooms.clone(), stall.clone(), closes.clone());
+        tokio::spawn(async move {
+            connection(stream, next_id, rooms, stall).await;
+            if let Ok(mut c) = closes.0.lock() {
+                c.push(tokio::time::Instant::now());
+            }
+        });
     }
 }
 
@@ -138,7 +183,7 @@ where
         };
         let Some(room_id) = m.room else { continue };
         if let (Some(stall), "act") = (&stall, m.t.as_str()) {
-            stall.wait().await;
+            stall.wait(id).await;
         }
         let Ok(mut all) = rooms.0.lock() else { break };
         match m.t.as_str() {

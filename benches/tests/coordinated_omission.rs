@@ -4,9 +4,10 @@
 //! (coordinated omission); rate and socket stages; the command line's thresholds and
 //! report. Generous bounds: the machine is shared.
 
-use benches::limit::{serve_with, Stall};
+use benches::limit::{serve_observed, serve_with, Closes, Stall};
 use benches::loadgen::{self, spec::parse_stages, Config, GameKind, LoopMode, Report, Target};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
@@ -65,6 +66,34 @@ async fn a_one_second_stall_shows_in_the_open_loop_p99_but_not_in_the_closed_loo
     assert!(closed.skipped >= 100, "the closed loop skipped its ticks during the stall:\n{}", closed.text());
     // The per-second series shows where: some second's p99 in the open run is the stall.
     assert!(open.series.iter().any(|s| s.p99_ms >= 500.0), "{:?}", open.series);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_client_closes_its_socket_while_another_still_waits_for_answers_after_the_window() {
+    // Two rooms, eight clients; the first socket's answers stop 0.3 s before the window
+    // closes and come 0.7 s after it, in the drain. The other seven are answered at once:
+    // they stay connected until that client has its answers, so what is still in flight
+    // is never timed against a server busy with the rest of the run's sockets closing.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stall = Arc::new(Stall::new(Duration::from_millis(1700), Duration::from_secs(1)).on_connection(1));
+    let closes = Arc::new(Closes::default());
+    tokio::spawn(serve_observed(listener, Some(stall.clone()), closes.clone()));
+    let r = loadgen::run(Config { rooms: 2, rate: Some(80.0), duration: Duration::from_secs(2), ..config(addr) })
+        .await
+        .unwrap();
+    assert_eq!((r.errors, r.unanswered, r.connected_clients), (0, 0, 8), "{}", r.text());
+    // The stalled client's last bumps waited into the drain and were answered there.
+    assert!(r.latency.max_ms >= 500.0, "{}", r.text());
+    let (Some(first_close), Some(stall_end)) = (closes.first(), stall.ends_at()) else {
+        panic!("no socket closed ({}) or no act came", closes.count())
+    };
+    assert_eq!(closes.count(), 8);
+    assert!(
+        first_close >= stall_end,
+        "a socket closed {:?} before the stalled client's answers came",
+        stall_end.saturating_duration_since(first_close)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -9,7 +9,9 @@
 //! sit, every client connects and `sub`s, the host starts). Once every room is ready (or
 //! the ramp timeout passes) the measured window begins: clients act and everything is
 //! counted. After the window clients stop acting and wait up to [`DRAIN`] for the answers
-//! to actions still in flight. With socket stages ([`Config::socket_stages`]) there is no
+//! to actions still in flight, and every client stays connected until the last one has
+//! them ([`play::Hold`]): the run's sockets closing at once is not timed into the answers
+//! still due. With socket stages ([`Config::socket_stages`]) there is no
 //! separate ramp: rooms are set up and torn down while the window runs.
 //!
 //! Latency is action → update as the sender sees it: from the time the action was

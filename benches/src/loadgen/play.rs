@@ -38,6 +38,43 @@ pub const DRAIN: Duration = Duration::from_secs(3);
 /// Recent updates a client remembers to match acks against.
 const RECENT_UPDATES: usize = 256;
 
+/// Keeps the clients of a run connected until the last of them has drained, so the
+/// answers to actions still in flight when the window closes are not timed against a
+/// server busy closing every other socket of the run at once (the teardown is not the
+/// load being measured: it put 150–290 ms answers at the top of Halli Galli's latency).
+/// A client stopped during the window (socket stages) or whose socket failed leaves at
+/// once; one that reached the end of the window waits for the others, at most [`DRAIN`]
+/// more, reading (and dropping) what the server still sends.
+pub struct Hold {
+    /// Clients started and not yet done with their window and drain.
+    playing: std::sync::atomic::AtomicUsize,
+    all_done: watch::Sender<bool>,
+}
+
+impl Hold {
+    pub fn new() -> Arc<Hold> {
+        Arc::new(Hold { playing: std::sync::atomic::AtomicUsize::new(0), all_done: watch::Sender::new(false) })
+    }
+
+    /// A client starts playing.
+    fn join(&self) {
+        if self.playing.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+            self.all_done.send_replace(false);
+        }
+    }
+
+    /// A client is done with its window and drain; the last one releases the others.
+    fn done(&self) {
+        if self.playing.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            self.all_done.send_replace(true);
+        }
+    }
+
+    fn released(&self) -> watch::Receiver<bool> {
+        self.all_done.subscribe()
+    }
+}
+
 /// The window as a client sees it: when it opens and closes, and (tally, open loop) this
 /// client's schedule of bumps from `start`.
 #[derive(Clone, Debug)]
@@ -178,12 +215,14 @@ pub struct Client {
     cp_acted: Option<u64>,
     updates: u64,
     results: u64,
+    hold: Arc<Hold>,
 }
 
 impl Client {
-    pub fn new(cfg: Arc<Config>, player: Player, seed: u128, rec: Arc<Mutex<Recorder>>) -> Client {
+    pub fn new(cfg: Arc<Config>, player: Player, seed: u128, rec: Arc<Mutex<Recorder>>, hold: Arc<Hold>) -> Client {
         let mut rng = Rng::from_seed(Seed(seed));
         let offset = rng.next();
+        hold.join();
         Client {
             cfg,
             player,
@@ -203,6 +242,7 @@ impl Client {
             cp_acted: None,
             updates: 0,
             results: 0,
+            hold,
         }
     }
 
@@ -230,6 +270,8 @@ impl Client {
         let open = self.cfg.mode == LoopMode::Open;
         let mut started = go.borrow_and_update().clone();
         let mut stoppable = true;
+        // Whether this client waits for the others before closing (see [`Hold`]).
+        let mut hold = true;
         loop {
             if let (Phase::Ramp, Some(g)) = (phase, started.take()) {
                 phase = Phase::Window;
@@ -258,7 +300,11 @@ impl Client {
                 }
                 changed = stop.changed(), if phase == Phase::Window && stoppable => {
                     match changed {
-                        Ok(()) if *stop.borrow() => deadline = Instant::now(),
+                        Ok(()) if *stop.borrow() => {
+                            // Stopped during the window: its teardown is part of the load.
+                            deadline = Instant::now();
+                            hold = false;
+                        }
                         Ok(()) => {}
                         // Nobody can stop this client early any more.
                         Err(_) => stoppable = false,
@@ -311,15 +357,18 @@ impl Client {
                             if phase != Phase::Drain {
                                 self.error(format!("server closed the socket: {frame:?}"));
                             }
+                            hold = false;
                             break;
                         }
                         Some(Ok(_)) => {}
                         Some(Err(e)) => {
                             self.error(format!("socket: {e}"));
+                            hold = false;
                             break;
                         }
                         None => {
                             self.error("socket ended".into());
+                            hold = false;
                             break;
                         }
                     }
@@ -343,6 +392,18 @@ impl Client {
             }
             rec.unanswered_add(unanswered, phase != Phase::Ramp);
             rec.open_at_end += u64::from(phase == Phase::Drain);
+        }
+        let mut released = self.hold.released();
+        self.hold.done();
+        if phase == Phase::Drain && hold {
+            let until = Instant::now() + DRAIN;
+            loop {
+                tokio::select! {
+                    _ = released.wait_for(|all| *all) => break,
+                    _ = sleep_until(until) => break,
+                    msg = self.player.ws.next() => if !matches!(msg, Some(Ok(_))) { break },
+                }
+            }
         }
         let _ = self.player.ws.close(None).await;
     }

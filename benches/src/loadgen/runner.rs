@@ -2,7 +2,7 @@
 //! server CPU/RSS, live progress), the drain, and the [`Report`].
 
 use super::net::{setup_room, Tls};
-use super::play::{Client, Go};
+use super::play::{Client, Go, Hold};
 use super::procfs::{proc_sample, runqueue_wait_s, sample_all, wait_all};
 use super::progress::{Live, Progress};
 use super::redis_stats;
@@ -179,6 +179,7 @@ fn start_clients(
     room: usize,
     go: &watch::Receiver<Option<Go>>,
     stop: &watch::Receiver<bool>,
+    hold: &Arc<Hold>,
 ) -> Vec<JoinHandle<()>> {
     lock(rec).sockets += players.len() as u64;
     players
@@ -186,7 +187,7 @@ fn start_clients(
         .enumerate()
         .map(|(k, p)| {
             let seed = (u128::from(cfg.seed) << 64) | ((room * PLAYERS + k) as u128);
-            let client = Client::new(cfg.clone(), p, seed, rec.clone());
+            let client = Client::new(cfg.clone(), p, seed, rec.clone(), hold.clone());
             tokio::spawn(client.run(go.clone(), stop.clone()))
         })
         .collect()
@@ -211,13 +212,22 @@ async fn ramp_then_window(
 ) -> anyhow::Result<(Vec<JoinHandle<()>>, WindowStart)> {
     let (go_tx, go_rx) = watch::channel(None::<Go>);
     let (_stop_tx, stop_rx) = watch::channel(false);
+    let hold = Hold::new();
     let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
     let ramp_deadline = ramp_started + cfg.ramp_timeout;
     progress.ramp((cfg.rooms * PLAYERS) as u64);
     let mut setups = Vec::with_capacity(cfg.rooms);
     for i in 0..cfg.rooms {
-        let (cfg, http, tls, permits, go, stop, rec) =
-            (cfg.clone(), http.clone(), tls.clone(), permits.clone(), go_rx.clone(), stop_rx.clone(), rec.clone());
+        let (cfg, http, tls, permits, go, stop, rec, hold) = (
+            cfg.clone(),
+            http.clone(),
+            tls.clone(),
+            permits.clone(),
+            go_rx.clone(),
+            stop_rx.clone(),
+            rec.clone(),
+            hold.clone(),
+        );
         setups.push(tokio::spawn(async move {
             let _permit = permits.acquire_owned().await.map_err(|e| anyhow!("{e}"))?;
             let base = &cfg.urls[i % cfg.urls.len()];
@@ -226,7 +236,7 @@ async fn ramp_then_window(
                 .await
                 .map_err(|_| anyhow!("room {i}: not ready before the ramp timeout"))?
                 .with_context(|| format!("room {i}"))?;
-            anyhow::Ok(start_clients(&cfg, &rec, players, i, &go, &stop))
+            anyhow::Ok(start_clients(&cfg, &rec, players, i, &go, &stop, &hold))
         }));
     }
     drop(go_rx);
@@ -282,6 +292,7 @@ async fn staged_sockets(
     let window = open_window(rec, pids, start, len);
     progress.window(len.as_secs());
     let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    let hold = Hold::new();
     let (ready_tx, mut ready_rx) =
         mpsc::unbounded_channel::<anyhow::Result<(Vec<JoinHandle<()>>, watch::Sender<bool>)>>();
     let mut active: Vec<watch::Sender<bool>> = Vec::new();
@@ -312,8 +323,8 @@ async fn staged_sockets(
             let i = next_room;
             next_room += 1;
             setting_up += 1;
-            let (cfg, http, tls, permits, rec, ready) =
-                (cfg.clone(), http.clone(), tls.clone(), permits.clone(), rec.clone(), ready_tx.clone());
+            let (cfg, http, tls, permits, rec, ready, hold) =
+                (cfg.clone(), http.clone(), tls.clone(), permits.clone(), rec.clone(), ready_tx.clone(), hold.clone());
             setups.push(tokio::spawn(async move {
                 let result = async {
                     let _permit = permits.acquire_owned().await.map_err(|e| anyhow!("{e}"))?;
@@ -326,7 +337,7 @@ async fn staged_sockets(
                     });
                     let (_go_tx, go_rx) = watch::channel(Some(Go { start: begin, end, schedule }));
                     let (stop_tx, stop_rx) = watch::channel(false);
-                    anyhow::Ok((start_clients(&cfg, &rec, players, i, &go_rx, &stop_rx), stop_tx))
+                    anyhow::Ok((start_clients(&cfg, &rec, players, i, &go_rx, &stop_rx, &hold), stop_tx))
                 }
                 .await;
                 let _ = ready.send(result);
