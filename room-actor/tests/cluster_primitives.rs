@@ -283,6 +283,41 @@ async fn an_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_frame()
     assert!(delivered.lag >= window, "stamped when its first message was taken: lag {:?}", delivered.lag);
 }
 
+/// Without a window, what rooms woken in the same round of their thread send goes in
+/// one frame: here the first message wakes four tasks after it is posted, and the outbox
+/// lets them run before it cuts the frame (it would otherwise send the first alone).
+#[tokio::test]
+async fn messages_of_tasks_woken_in_the_same_round_leave_in_one_frame_without_a_window() {
+    let (outboxes, mut rx) = outboxes_to_node_b().await;
+    while tokio::time::timeout(Duration::from_millis(100), rx.recv()).await.is_ok() {}
+    let mut gos = Vec::new();
+    for cs in 2..=5 {
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        gos.push(go);
+        let outboxes = outboxes.clone();
+        tokio::spawn(async move {
+            wait.await.unwrap();
+            outboxes.post("node-b", act(cs));
+        });
+    }
+    // The four are parked on their signals before the first message goes in.
+    tokio::task::yield_now().await;
+    outboxes.post("node-b", act(1));
+    for go in gos {
+        go.send(()).unwrap();
+    }
+    let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
+    let sent: Vec<u64> = delivered
+        .envelopes
+        .iter()
+        .filter_map(|e| match e {
+            Envelope::Room { cmd: RoomCmd::Act { cs, .. }, .. } => Some(*cs),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, vec![1, 2, 3, 4, 5], "the five messages of one round in one frame, in order");
+}
+
 /// A frame nobody hears acknowledges none of what it carried: every waiter gets the
 /// error, and the node's next message tries again (and fails again, no hang).
 #[tokio::test]
@@ -350,6 +385,51 @@ async fn appends_spread_over_the_batch_window_share_one_batch() {
         append.await.unwrap().expect("stored");
     }
     assert_eq!(store.append_batches(), Some((1, 8)), "eight appends, one batch");
+}
+
+/// Without a window, the appends of rooms woken in the same round of their thread share
+/// one batch: here the first room hands its entry over and then wakes seven more, and
+/// the queue lets them run before it cuts the batch (it would otherwise send the first
+/// alone and the seven a round trip later).
+#[tokio::test]
+async fn appends_of_rooms_woken_in_the_same_round_share_one_batch_without_a_window() {
+    let (store, keys) = store().await;
+    let leases = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let mut rooms = Vec::new();
+    for i in 0..9 {
+        let room = format!("r_round{i}");
+        let token = leases.claim(&room).await.unwrap().expect("free lease");
+        rooms.push((game_pk(&room, "01"), token));
+    }
+    // One append first: the thread's queue, its task and its connection are up and idle.
+    let (pk, token) = rooms.pop().unwrap();
+    store.append_fenced(pk, entry(1), token).await.expect("stored");
+    let (batches, entries) = store.append_batches().expect("one Redis batches its appends");
+    let mut gos = Vec::new();
+    let mut woken = Vec::new();
+    for (pk, token) in rooms[1..].iter().cloned() {
+        let (go, wait) = tokio::sync::oneshot::channel::<()>();
+        gos.push(go);
+        let store = store.clone();
+        woken.push(tokio::spawn(async move {
+            wait.await.unwrap();
+            store.append_fenced(pk, entry(1), token).await
+        }));
+    }
+    tokio::task::yield_now().await;
+    let (pk, token) = rooms[0].clone();
+    let first = store.append_fenced(pk, entry(1), token);
+    let mut first = std::pin::pin!(first);
+    assert!(futures_util::poll!(first.as_mut()).is_pending(), "the first entry is handed over and waits");
+    for go in gos {
+        go.send(()).unwrap();
+    }
+    first.await.expect("stored");
+    for append in woken {
+        append.await.unwrap().expect("stored");
+    }
+    let (batches_after, entries_after) = store.append_batches().unwrap();
+    assert_eq!((batches_after - batches, entries_after - entries), (1, 8), "eight appends of one round, one batch");
 }
 
 /// Each appending thread has its own queue and connection (made on that thread): rooms on

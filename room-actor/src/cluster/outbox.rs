@@ -6,6 +6,10 @@
 //! per destination: one queue, one publish in flight. Session messages in a batch share
 //! their texts, so an update several of a node's sessions see crosses once.
 //!
+//! Before it cuts a frame the task lets the rest of its thread's tick run
+//! ([`let_the_tick_finish`](crate::redis_append::let_the_tick_finish)): what the rooms
+//! woken in the same round send goes in the same frame.
+//!
 //! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`) the task waits that long after
 //! a frame's first message before it takes the rest: fewer, larger publishes for that
 //! much more latency per hop. The frame is stamped with the time its first message was
@@ -136,9 +140,14 @@ async fn drain(
     let Queue { node, publisher, window } = queue;
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
-        // A full batch already waiting goes at once.
-        if !window.is_zero() && rx.len() + 1 < MAX_BATCH {
-            tokio::time::sleep(window).await;
+        // A full batch already waiting goes at once; otherwise the rest of this thread's
+        // tick (or the window) adds what it has.
+        if rx.len() + 1 < MAX_BATCH {
+            if window.is_zero() {
+                crate::redis_append::let_the_tick_finish().await;
+            } else {
+                tokio::time::sleep(window).await;
+            }
         }
         let mut batch = Batch::default();
         batch.add(first);
