@@ -169,6 +169,18 @@ fn act(cs: u64) -> Envelope {
     }
 }
 
+/// The `cs` of every action a frame carries, in order.
+fn acts_in(delivered: &bus::Delivered) -> Vec<u64> {
+    delivered
+        .envelopes
+        .iter()
+        .filter_map(|e| match e {
+            Envelope::Room { cmd: RoomCmd::Act { cs, .. }, .. } => Some(*cs),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Outboxes of a node, and the bus of `node-b` listening (a first message went through).
 async fn outboxes_to_node_b() -> (Outboxes, tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>) {
     let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
@@ -271,14 +283,7 @@ async fn an_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_frame()
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
-    let sent: Vec<u64> = delivered
-        .envelopes
-        .iter()
-        .filter_map(|e| match e {
-            Envelope::Room { cmd: RoomCmd::Act { cs, .. }, .. } => Some(*cs),
-            _ => None,
-        })
-        .collect();
+    let sent = acts_in(&delivered);
     assert_eq!(sent, vec![1, 2, 3, 4, 5], "the five messages in one frame, in order");
     assert!(delivered.lag >= window, "stamped when its first message was taken: lag {:?}", delivered.lag);
 }
@@ -307,14 +312,7 @@ async fn messages_of_tasks_woken_in_the_same_round_leave_in_one_frame_without_a_
         go.send(()).unwrap();
     }
     let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
-    let sent: Vec<u64> = delivered
-        .envelopes
-        .iter()
-        .filter_map(|e| match e {
-            Envelope::Room { cmd: RoomCmd::Act { cs, .. }, .. } => Some(*cs),
-            _ => None,
-        })
-        .collect();
+    let sent = acts_in(&delivered);
     assert_eq!(sent, vec![1, 2, 3, 4, 5], "the five messages of one round in one frame, in order");
 }
 
