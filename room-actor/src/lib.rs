@@ -20,7 +20,8 @@
 //! - [`file_store`]: the embedded node's durable store (SQLite in a data directory,
 //!   group commit).
 //! - [`keys`], [`redis_store`]: the Redis store (key layout, Lua append with fencing);
-//!   [`redis_append`]: its group commit (many rooms' appends per round trip).
+//!   [`redis_append`]: its group commit (many rooms' appends per round trip);
+//!   [`pace`]: when a batch (appends, bus frames) is worth waiting for.
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
 //! - [`resume`]: start-up of an embedded node on a durable store: every open room again.
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
@@ -38,6 +39,7 @@ pub mod lobby;
 pub mod log;
 pub mod messages;
 pub mod metrics;
+pub mod pace;
 pub mod rebuild;
 pub mod redis_append;
 pub mod redis_conn;

@@ -22,24 +22,26 @@
 //!
 //! Before it cuts a batch the task lets the rest of its thread's tick run
 //! ([`let_the_tick_finish`]), so the rooms woken in the same round add their entries.
-//! A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, off by default) makes the task wait
-//! that long after a batch's first entry before it takes the rest: at a steady rate the
-//! entries are spread in time, and what gathers while one batch is in flight is only
-//! what arrived in one round trip (1–2 entries here); a window of a millisecond or two
-//! gathers several times that, for that much more latency per action.
+//! A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, 1 ms by default) makes the task
+//! wait that long after a batch's first entry before it takes the rest, but only while
+//! the queue is busy enough to fill it (`pace.rs`): at a steady rate the entries are
+//! spread in time, and what gathers while one batch is in flight is only what arrived
+//! in one round trip (1–2 entries here); a window of a millisecond gathers several times
+//! that, for that much more latency per action. A quiet queue never waits.
 //!
 //! A Redis Cluster keeps one `EVALSHA` per append (a script may touch one slot only, and
 //! rooms are spread over slots); the cluster connection pipelines those per master.
 
 use crate::error::StoreError;
 use crate::keys::Keys;
+use crate::pace::{gather, Pace};
 use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
 use redis::{Cmd, Script, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// At most this many entries go in one batch.
@@ -265,22 +267,19 @@ pub(crate) async fn let_the_tick_finish() {
     tokio::task::yield_now().await;
 }
 
-/// The queue's task: takes the first entry, waits out the batch window if there is one,
-/// then takes whatever else is queued (up to the bounds),
+/// The queue's task: takes the first entry, waits out the batch window where the queue's
+/// rate fills it (`pace.rs`), then takes whatever else is queued (up to the bounds),
 /// runs them as one batch, answers each, and again. It connects on its first batch, so
 /// the connection is driven on this thread; a failed connect fails that batch (nothing
 /// was sent: `Unavailable`) and the next batch tries again.
 async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>) {
     let mut conn: Option<RedisConn> = None;
+    let mut pace = Pace::new(appender.window);
+    let mut free_since = Instant::now();
     while let Some(first) = rx.recv().await {
-        // A full batch already waiting goes at once.
-        if rx.len() + 1 < MAX_BATCH {
-            if appender.window.is_zero() {
-                let_the_tick_finish().await;
-            } else {
-                tokio::time::sleep(appender.window).await;
-            }
-        }
+        // The window where this queue's rate fills it, else the rest of the tick; a full
+        // batch already waiting goes at once.
+        gather(&mut pace, free_since, rx.len(), MAX_BATCH).await;
         let mut bytes = first.bytes.len();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
@@ -292,6 +291,7 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
                 Err(_) => break,
             }
         }
+        pace.cut(batch.len());
         appender.stats.batches.fetch_add(1, Ordering::Relaxed);
         appender.stats.entries.fetch_add(batch.len() as u64, Ordering::Relaxed);
         let ran = match appender.connection(&mut conn).await {
@@ -310,6 +310,7 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
                 }
             }
         }
+        free_since = Instant::now();
     }
 }
 

@@ -183,19 +183,27 @@ fn acts_in(delivered: &bus::Delivered) -> Vec<u64> {
 
 /// Outboxes of a node, and the bus of `node-b` listening (a first message went through).
 async fn outboxes_to_node_b() -> (Outboxes, tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>) {
+    let (store, prefix, rx) = bus_of_node_b().await;
+    (Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO), rx)
+}
+
+/// A store, its prefix and the bus of `node-b` listening (a first message through an
+/// outbox of its own went through).
+async fn bus_of_node_b() -> (RedisStore, String, tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>) {
     let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
     let (store, _) = store().await;
     let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
     let metrics = RoomMetrics::unregistered().unwrap();
-    let rx = bus::subscribe(RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
-    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO);
+    let mut rx = bus::subscribe(RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
+    let probe = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO);
     // Until the subscription is up, a publish finds nobody listening.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while outboxes.send("node-b", act(0)).await.is_err() {
+    while probe.send("node-b", act(0)).await.is_err() {
         assert!(tokio::time::Instant::now() < deadline, "the bus subscription never came up");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    (outboxes, rx)
+    while tokio::time::timeout(Duration::from_millis(100), rx.recv()).await.is_ok() {}
+    (store, prefix, rx)
 }
 
 /// A burst for one node leaves its outbox in a few frames (not one publish per message),
@@ -261,23 +269,26 @@ async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_fl
     );
 }
 
-/// With a batch window, messages sent one after another within it leave in one frame, in
-/// order, and the frame is stamped with its first message's time: the lag a ring is
-/// credited with includes the window it waited.
+/// With a batch window, a busy outbox (its recent rate fills the window) sends the
+/// messages that come one after another within the window in one frame, in order, and
+/// the frame is stamped with its first message's time: the lag a ring is credited with
+/// includes the window it waited.
 #[tokio::test]
-async fn an_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_frame() {
-    let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
-    let (store, _) = store().await;
-    let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
-    let metrics = RoomMetrics::unregistered().unwrap();
-    let mut rx = bus::subscribe(RedisTarget::Single(url), prefix.clone(), "node-b".into(), metrics);
-    let window = Duration::from_millis(600);
+async fn a_busy_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_frame() {
+    let (store, prefix, mut rx) = bus_of_node_b().await;
+    let window = Duration::from_secs(2);
     let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), window);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while outboxes.send("node-b", act(0)).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "the bus subscription never came up");
+    // A burst first: twenty messages in one frame make the outbox's rate (its first frame
+    // never waits: nothing is known of its rate yet).
+    for cs in 100..120 {
+        outboxes.post("node-b", act(cs));
     }
-    while tokio::time::timeout(Duration::from_millis(100), rx.recv()).await.is_ok() {}
+    let mut burst = Vec::new();
+    while burst.len() < 20 {
+        let frame = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
+        burst.extend(acts_in(&frame));
+    }
+    assert_eq!(burst, (100..120).collect::<Vec<_>>());
     for cs in 1..=5 {
         outboxes.post("node-b", act(cs));
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -286,6 +297,20 @@ async fn an_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_frame()
     let sent = acts_in(&delivered);
     assert_eq!(sent, vec![1, 2, 3, 4, 5], "the five messages in one frame, in order");
     assert!(delivered.lag >= window, "stamped when its first message was taken: lag {:?}", delivered.lag);
+}
+
+/// An outbox that has seen no traffic sends its first message at once, whatever its
+/// window: a quiet queue's window would only add latency (nothing else comes in it).
+#[tokio::test]
+async fn a_quiet_outbox_sends_at_once_whatever_its_window() {
+    let (store, prefix, mut rx) = bus_of_node_b().await;
+    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::from_secs(30));
+    outboxes.post("node-b", act(7));
+    let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+        .await
+        .expect("delivered long before a 30 s window would have ended")
+        .unwrap();
+    assert_eq!(acts_in(&delivered), vec![7]);
 }
 
 /// Without a window, what rooms woken in the same round of their thread send goes in
@@ -363,26 +388,54 @@ async fn appends_of_many_rooms_share_a_round_trip_and_keep_each_rooms_order() {
     }
 }
 
-/// With a batch window, appends of many rooms handed over one after another within it
-/// are stored in one batch (without one, each would go as soon as the one before
-/// returned).
+/// With a batch window, a busy queue (its recent rate fills the window) stores the
+/// appends of many rooms handed over one after another within it in one batch (without
+/// one, each would go as soon as the one before returned).
 #[tokio::test]
-async fn appends_spread_over_the_batch_window_share_one_batch() {
+async fn a_busy_queues_appends_spread_over_the_batch_window_share_one_batch() {
     let (store, keys) = store().await;
-    let store = store.with_batch_window(Duration::from_millis(800));
+    let store = store.with_batch_window(Duration::from_secs(1));
     let leases = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
-    let mut appends = Vec::new();
+    let mut rooms = Vec::new();
     for i in 0..8 {
         let room = format!("r_window{i}");
         let token = leases.claim(&room).await.unwrap().expect("free lease");
-        let (store, pk) = (store.clone(), game_pk(&room, "01"));
-        appends.push(tokio::spawn(async move { store.append_fenced(pk, entry(1), token).await }));
+        rooms.push((game_pk(&room, "01"), token));
+    }
+    // A burst first (all eight rooms' first entries at once, one batch: the queue's first
+    // batch never waits) makes the queue's rate.
+    let burst = rooms.iter().map(|(pk, token)| store.append_fenced(pk.clone(), entry(1), token.clone()));
+    for result in futures_util::future::join_all(burst).await {
+        result.expect("stored");
+    }
+    let (batches, entries) = store.append_batches().expect("one Redis batches its appends");
+    assert_eq!(entries, 8);
+    let mut appends = Vec::new();
+    for (pk, token) in rooms.iter().cloned() {
+        let store = store.clone();
+        appends.push(tokio::spawn(async move { store.append_fenced(pk, entry(2), token).await }));
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for append in appends {
         append.await.unwrap().expect("stored");
     }
-    assert_eq!(store.append_batches(), Some((1, 8)), "eight appends, one batch");
+    assert_eq!(store.append_batches(), Some((batches + 1, 16)), "eight appends spread over 80 ms, one batch");
+}
+
+/// An append queue that has seen no traffic sends its first entry at once, whatever its
+/// window.
+#[tokio::test]
+async fn a_quiet_append_queue_sends_at_once_whatever_its_window() {
+    let (store, keys) = store().await;
+    let store = store.with_batch_window(Duration::from_secs(30));
+    let leases = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let token = leases.claim("r_quiet").await.unwrap().expect("free lease");
+    let append = store.append_fenced(game_pk("r_quiet", "01"), entry(1), token);
+    tokio::time::timeout(Duration::from_secs(10), append)
+        .await
+        .expect("stored long before a 30 s window would have ended")
+        .expect("stored");
+    assert_eq!(store.append_batches(), Some((1, 1)));
 }
 
 /// Without a window, the appends of rooms woken in the same round of their thread share

@@ -10,9 +10,10 @@
 //! ([`let_the_tick_finish`](crate::redis_append::let_the_tick_finish)): what the rooms
 //! woken in the same round send goes in the same frame.
 //!
-//! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`) the task waits that long after
-//! a frame's first message before it takes the rest: fewer, larger publishes for that
-//! much more latency per hop. The frame is stamped with the time its first message was
+//! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, 1 ms by default) the task
+//! waits that long after a frame's first message before it takes the rest, while the
+//! destination is busy enough to fill it (`pace.rs`): fewer, larger publishes for that
+//! much more latency per hop where they pay, and no wait on a quiet one. The frame is stamped with the time its first message was
 //! taken, so the hop a ring is credited with (`bus.rs`) includes the window it waited.
 //!
 //! A [`RemoteOut`] stands in for each remote subscriber ([`Out::Remote`](crate::messages::Out)):
@@ -21,9 +22,10 @@
 use crate::cluster::bus::{Envelope, Publisher, SessionFrame};
 use crate::error::StoreError;
 use crate::messages::{ByteString, ToClient};
+use crate::pace::{gather, Pace};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
@@ -138,17 +140,13 @@ async fn drain(
     own: mpsc::UnboundedSender<Item>,
 ) {
     let Queue { node, publisher, window } = queue;
+    let mut pace = Pace::new(window);
+    let mut free_since = Instant::now();
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
-        // A full batch already waiting goes at once; otherwise the rest of this thread's
-        // tick (or the window) adds what it has.
-        if rx.len() + 1 < MAX_BATCH {
-            if window.is_zero() {
-                crate::redis_append::let_the_tick_finish().await;
-            } else {
-                tokio::time::sleep(window).await;
-            }
-        }
+        // The window where this destination's rate fills it, otherwise the rest of this
+        // thread's tick, adds what it has; a full batch already waiting goes at once.
+        gather(&mut pace, free_since, rx.len(), MAX_BATCH).await;
         let mut batch = Batch::default();
         batch.add(first);
         while batch.items < MAX_BATCH && batch.text_bytes < MAX_BATCH_BYTES {
@@ -157,6 +155,7 @@ async fn drain(
                 Err(_) => break,
             }
         }
+        pace.cut(batch.distinct);
         let (envelopes, waiters, sessions) = batch.finish();
         let (result, gone) = match publisher.send(&node, &envelopes, first_at).await {
             Ok(true) => (Ok(()), false),
@@ -169,6 +168,7 @@ async fn drain(
         for done in waiters {
             done.tell(&result);
         }
+        free_since = Instant::now();
         if gone {
             // Nobody listens there: this queue stops (what is in it fails the same way)
             // and the next message for that node starts a new one.
@@ -195,6 +195,9 @@ struct Batch {
     envelopes: Vec<Envelope>,
     waiters: Vec<Done>,
     items: usize,
+    /// Envelopes and distinct session texts: what the rooms sent, however many sessions
+    /// each reaches (the rate `pace.rs` weighs).
+    distinct: usize,
     text_bytes: usize,
     sessions: usize,
     texts: Vec<String>,
@@ -207,6 +210,7 @@ impl Batch {
         self.items += 1;
         match item {
             Item::Envelope { envelope, done } => {
+                self.distinct += 1;
                 self.close_sessions();
                 self.envelopes.push(envelope);
                 self.waiters.extend(done);
@@ -216,6 +220,7 @@ impl Batch {
                 let text = match self.index.get(&msg.text) {
                     Some(i) => *i,
                     None => {
+                        self.distinct += 1;
                         let i = self.texts.len() as u32;
                         self.text_bytes += msg.text.len();
                         self.texts.push(msg.text.to_string());
@@ -284,6 +289,7 @@ mod tests {
         for item in [to(1, &update), to(2, &update), to(3, &other), act(1), to(1, &other), act(2)] {
             batch.add(item);
         }
+        assert_eq!(batch.distinct, 5, "two texts, an envelope, a text after it, an envelope");
         let (envelopes, waiters, sessions) = batch.finish();
         assert!(waiters.is_empty());
         assert_eq!(sessions, 4);

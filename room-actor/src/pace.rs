@@ -1,0 +1,180 @@
+//! When a batch is worth waiting for. The append queues (`redis_append.rs`) and the bus
+//! outboxes (`cluster/outbox.rs`) send what gathered while their previous round trip was
+//! in flight (group commit). A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`) can make a
+//! batch wait after its first item for more, which at a steady rate cuts the cluster's
+//! round trips, Redis CPU and system calls per action by a large part (benches/README.md),
+//! but on a quiet queue it only adds the window to every item's latency, because nothing
+//! else comes.
+//!
+//! So the window is taken only where it pays: a queue waits when its recent arrival rate
+//! brings [`MIN_ARRIVALS`] more items within the window **and** its current item came within
+//! the window of the queue being free (it is busy now, not after a quiet spell). Otherwise
+//! the batch goes after the rest of the thread's tick, as with no window at all.
+//!
+//! The rate is an exponentially weighted mean of items per cycle (first item taken to
+//! first item taken), weighted by time (`1 - e^(-dt/τ)`, τ = [`RATE_MEMORY`]): a cycle
+//! after a long pause replaces what came before it, a burst of short ones moves it a
+//! little each.
+
+use std::time::{Duration, Instant};
+
+/// How far back the arrival rate remembers (τ of its time-weighted mean).
+pub const RATE_MEMORY: Duration = Duration::from_millis(50);
+
+/// How many more arrivals the window must be expected to bring before a batch waits for
+/// it: a batch that would only double saves a round trip per two items for a window of
+/// latency on both; from three up the saving is what a busy node needs (at 1 ms: 2,000
+/// arrivals a second per queue, which a two-node cluster's queues pass at about 4,000
+/// actions a second; benches/README.md).
+pub const MIN_ARRIVALS: f64 = 2.0;
+
+/// One queue's pacing: its window and what it has seen.
+#[derive(Debug)]
+pub struct Pace {
+    window: Duration,
+    /// Items per second, recently.
+    rate: f64,
+    /// When the previous batch's first item was taken.
+    last_taken: Option<Instant>,
+    /// Its items.
+    last_items: usize,
+}
+
+impl Pace {
+    /// A queue that waits at most `window` (zero: never).
+    pub fn new(window: Duration) -> Pace {
+        Pace { window, rate: 0.0, last_taken: None, last_items: 0 }
+    }
+
+    /// How long a batch whose first item was taken at `taken`, after the queue had been
+    /// free (its previous batch done, or its start) since `free_since`, waits for more:
+    /// the window when the queue is busy and its rate fills the window, else nothing.
+    /// Updates the rate with the cycle that ended at `taken`.
+    pub fn wait(&mut self, free_since: Instant, taken: Instant) -> Option<Duration> {
+        if let Some(last) = self.last_taken {
+            let cycle = taken.saturating_duration_since(last).max(Duration::from_micros(1));
+            let now_rate = self.last_items as f64 / cycle.as_secs_f64();
+            let weight = 1.0 - (-cycle.as_secs_f64() / RATE_MEMORY.as_secs_f64()).exp();
+            self.rate += weight * (now_rate - self.rate);
+        }
+        self.last_taken = Some(taken);
+        self.last_items = 1;
+        if self.window.is_zero() {
+            return None;
+        }
+        let busy = taken.saturating_duration_since(free_since) < self.window;
+        let fills = self.rate * self.window.as_secs_f64() >= MIN_ARRIVALS;
+        (busy && fills).then_some(self.window)
+    }
+
+    /// Counts the batch cut: `items` in all, its first included (what arrived one by one:
+    /// an outbox counts an update several sessions see once).
+    pub fn cut(&mut self, items: usize) {
+        self.last_items = items;
+    }
+
+    /// Items per second, recently (for tests and logs).
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+}
+
+/// Waits before a batch is cut, as [`Pace::wait`] says: out the window, or (with no wait,
+/// and unless `queued` already fill a batch of `max`) the rest of this thread's tick.
+pub(crate) async fn gather(pace: &mut Pace, free_since: Instant, queued: usize, max: usize) {
+    let wait = pace.wait(free_since, Instant::now());
+    if queued + 1 >= max {
+        return;
+    }
+    match wait {
+        Some(window) => tokio::time::sleep(window).await,
+        None => crate::redis_append::let_the_tick_finish().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Feeds `pace` a steady stream: a batch of `items` every `every`, each taken as soon
+    /// as the one before was done `gap` earlier; the last decision.
+    fn steady(
+        pace: &mut Pace,
+        start: Instant,
+        every: Duration,
+        gap: Duration,
+        items: usize,
+        n: u32,
+    ) -> Option<Duration> {
+        let mut wait = None;
+        for i in 1..=n {
+            let taken = start + every * i;
+            wait = pace.wait(taken - gap, taken);
+            pace.cut(items);
+        }
+        wait
+    }
+
+    #[test]
+    fn a_queue_that_has_seen_nothing_sends_its_first_item_at_once() {
+        let now = Instant::now();
+        let mut pace = Pace::new(Duration::from_secs(30));
+        assert_eq!(pace.wait(now, now), None);
+    }
+
+    #[test]
+    fn a_busy_queue_whose_rate_fills_the_window_waits_it_out() {
+        let start = Instant::now();
+        // 2,500 items a second one by one: 2.5 per millisecond window.
+        let mut pace = Pace::new(MS);
+        let wait = steady(&mut pace, start, Duration::from_micros(400), Duration::from_micros(100), 1, 2_000);
+        assert!((pace.rate() - 2_500.0).abs() < 50.0, "rate {}", pace.rate());
+        assert_eq!(wait, Some(MS));
+        // Batches of five every 2 ms: the same rate counted per batch.
+        let mut pace = Pace::new(MS);
+        let wait = steady(&mut pace, start, 2 * MS, Duration::ZERO, 5, 500);
+        assert!((pace.rate() - 2_500.0).abs() < 50.0, "rate {}", pace.rate());
+        assert_eq!(wait, Some(MS));
+    }
+
+    #[test]
+    fn a_queue_whose_rate_would_not_fill_the_window_never_waits() {
+        let start = Instant::now();
+        // 500 a second: half an item per window.
+        let mut pace = Pace::new(MS);
+        assert_eq!(steady(&mut pace, start, 2 * MS, Duration::from_micros(100), 1, 500), None);
+        assert!(pace.rate() < 600.0, "rate {}", pace.rate());
+        // 1,500 a second: busy, but the window would not even double the batch.
+        let mut pace = Pace::new(MS);
+        assert_eq!(steady(&mut pace, start, Duration::from_micros(667), Duration::from_micros(100), 1, 1_500), None);
+        // The same rate fills a 2 ms window.
+        let mut pace = Pace::new(2 * MS);
+        let wait = steady(&mut pace, start, Duration::from_micros(667), Duration::from_micros(100), 1, 1_500);
+        assert_eq!(wait, Some(2 * MS));
+    }
+
+    #[test]
+    fn an_item_after_a_quiet_spell_goes_at_once_and_the_old_rate_is_forgotten() {
+        let start = Instant::now();
+        let mut pace = Pace::new(MS);
+        assert_eq!(steady(&mut pace, start, Duration::from_micros(200), Duration::ZERO, 1, 1_000), Some(MS));
+        // The queue was free for 3 ms before this item: not busy, whatever the rate says.
+        let later = start + Duration::from_millis(203);
+        assert_eq!(pace.wait(later - 3 * MS, later), None);
+        pace.cut(1);
+        // A second of silence: the cycle that ended with it is nearly all of the rate.
+        let much_later = later + Duration::from_secs(1);
+        assert_eq!(pace.wait(much_later, much_later), None);
+        assert!(pace.rate() < 2.0, "rate {}", pace.rate());
+    }
+
+    #[test]
+    fn a_zero_window_never_waits() {
+        let start = Instant::now();
+        let mut pace = Pace::new(Duration::ZERO);
+        assert_eq!(steady(&mut pace, start, Duration::from_micros(10), Duration::ZERO, 8, 1_000), None);
+        assert!(pace.rate() > 100_000.0, "it still measures: {}", pace.rate());
+    }
+}
