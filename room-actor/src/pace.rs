@@ -38,19 +38,21 @@ pub struct Pace {
     last_taken: Option<Instant>,
     /// Its items.
     last_items: usize,
+    /// Since when the queue has had no batch in flight.
+    free_since: Instant,
 }
 
 impl Pace {
     /// A queue that waits at most `window` (zero: never).
     pub fn new(window: Duration) -> Pace {
-        Pace { window, rate: 0.0, last_taken: None, last_items: 0 }
+        Pace { window, rate: 0.0, last_taken: None, last_items: 0, free_since: Instant::now() }
     }
 
-    /// How long a batch whose first item was taken at `taken`, after the queue had been
-    /// free (its previous batch done, or its start) since `free_since`, waits for more:
-    /// the window when the queue is busy and its rate fills the window, else nothing.
-    /// Updates the rate with the cycle that ended at `taken`.
-    pub fn wait(&mut self, free_since: Instant, taken: Instant) -> Option<Duration> {
+    /// How long a batch whose first item was taken at `taken` waits for more: the window
+    /// when the queue is busy (the item came within the window of the queue being free,
+    /// [`Pace::done`]) and its rate fills the window, else nothing. Updates the rate with
+    /// the cycle that ended at `taken`.
+    pub fn wait(&mut self, taken: Instant) -> Option<Duration> {
         if let Some(last) = self.last_taken {
             let cycle = taken.saturating_duration_since(last).max(Duration::from_micros(1));
             let now_rate = self.last_items as f64 / cycle.as_secs_f64();
@@ -62,7 +64,7 @@ impl Pace {
         if self.window.is_zero() {
             return None;
         }
-        let busy = taken.saturating_duration_since(free_since) < self.window;
+        let busy = taken.saturating_duration_since(self.free_since) < self.window;
         let fills = self.rate * self.window.as_secs_f64() >= MIN_ARRIVALS;
         (busy && fills).then_some(self.window)
     }
@@ -73,6 +75,11 @@ impl Pace {
         self.last_items = items;
     }
 
+    /// The batch in flight is done at `at`: the queue is free again.
+    pub fn done(&mut self, at: Instant) {
+        self.free_since = at;
+    }
+
     /// Items per second, recently (for tests and logs).
     pub fn rate(&self) -> f64 {
         self.rate
@@ -81,8 +88,8 @@ impl Pace {
 
 /// Waits before a batch is cut, as [`Pace::wait`] says: out the window, or (with no wait,
 /// and unless `queued` already fill a batch of `max`) the rest of this thread's tick.
-pub(crate) async fn gather(pace: &mut Pace, free_since: Instant, queued: usize, max: usize) {
-    let wait = pace.wait(free_since, Instant::now());
+pub(crate) async fn gather(pace: &mut Pace, queued: usize, max: usize) {
+    let wait = pace.wait(Instant::now());
     if queued + 1 >= max {
         return;
     }
@@ -111,7 +118,8 @@ mod tests {
         let mut wait = None;
         for i in 1..=n {
             let taken = start + every * i;
-            wait = pace.wait(taken - gap, taken);
+            pace.done(taken - gap);
+            wait = pace.wait(taken);
             pace.cut(items);
         }
         wait
@@ -121,7 +129,8 @@ mod tests {
     fn a_queue_that_has_seen_nothing_sends_its_first_item_at_once() {
         let now = Instant::now();
         let mut pace = Pace::new(Duration::from_secs(30));
-        assert_eq!(pace.wait(now, now), None);
+        pace.done(now);
+        assert_eq!(pace.wait(now), None);
     }
 
     #[test]
@@ -162,11 +171,13 @@ mod tests {
         assert_eq!(steady(&mut pace, start, Duration::from_micros(200), Duration::ZERO, 1, 1_000), Some(MS));
         // The queue was free for 3 ms before this item: not busy, whatever the rate says.
         let later = start + Duration::from_millis(203);
-        assert_eq!(pace.wait(later - 3 * MS, later), None);
+        pace.done(later - 3 * MS);
+        assert_eq!(pace.wait(later), None);
         pace.cut(1);
         // A second of silence: the cycle that ended with it is nearly all of the rate.
         let much_later = later + Duration::from_secs(1);
-        assert_eq!(pace.wait(much_later, much_later), None);
+        pace.done(much_later);
+        assert_eq!(pace.wait(much_later), None);
         assert!(pace.rate() < 2.0, "rate {}", pace.rate());
     }
 

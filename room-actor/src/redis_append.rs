@@ -275,11 +275,10 @@ pub(crate) async fn let_the_tick_finish() {
 async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>) {
     let mut conn: Option<RedisConn> = None;
     let mut pace = Pace::new(appender.window);
-    let mut free_since = Instant::now();
     while let Some(first) = rx.recv().await {
         // The window where this queue's rate fills it, else the rest of the tick; a full
         // batch already waiting goes at once.
-        gather(&mut pace, free_since, rx.len(), MAX_BATCH).await;
+        gather(&mut pace, rx.len(), MAX_BATCH).await;
         let mut bytes = first.bytes.len();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
@@ -310,7 +309,7 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
                 }
             }
         }
-        free_since = Instant::now();
+        pace.done(Instant::now());
     }
 }
 

@@ -13,8 +13,9 @@
 //! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, 1 ms by default) the task
 //! waits that long after a frame's first message before it takes the rest, while the
 //! destination is busy enough to fill it (`pace.rs`): fewer, larger publishes for that
-//! much more latency per hop where they pay, and no wait on a quiet one. The frame is stamped with the time its first message was
-//! taken, so the hop a ring is credited with (`bus.rs`) includes the window it waited.
+//! much more latency per hop where they pay, and no wait on a quiet one. The frame is
+//! stamped with the time its first message was taken, so the hop a ring is credited
+//! with (`bus.rs`) includes the window it waited.
 //!
 //! A [`RemoteOut`] stands in for each remote subscriber ([`Out::Remote`](crate::messages::Out)):
 //! a room's frame for it goes straight into the outbox toward its node.
@@ -141,12 +142,11 @@ async fn drain(
 ) {
     let Queue { node, publisher, window } = queue;
     let mut pace = Pace::new(window);
-    let mut free_since = Instant::now();
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
         // The window where this destination's rate fills it, otherwise the rest of this
         // thread's tick, adds what it has; a full batch already waiting goes at once.
-        gather(&mut pace, free_since, rx.len(), MAX_BATCH).await;
+        gather(&mut pace, rx.len(), MAX_BATCH).await;
         let mut batch = Batch::default();
         batch.add(first);
         while batch.items < MAX_BATCH && batch.text_bytes < MAX_BATCH_BYTES {
@@ -168,7 +168,7 @@ async fn drain(
         for done in waiters {
             done.tell(&result);
         }
-        free_since = Instant::now();
+        pace.done(Instant::now());
         if gone {
             // Nobody listens there: this queue stops (what is in it fails the same way)
             // and the next message for that node starts a new one.
