@@ -342,21 +342,46 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
 /// Sockets closed since the last trim before the allocator is asked to give memory back.
 const TRIM_AFTER_CLOSES: u64 = 32;
 
-/// glibc keeps the memory of freed sockets in its arenas (2,000 sockets opened and closed
-/// left RSS 33 MiB up); after enough closes, `malloc_trim` returns the free pages to the
-/// OS. Runs on the blocking pool (it walks every arena). No-op off glibc.
+/// Allocators keep the memory of freed sockets (2,000 sockets opened and closed left glibc's
+/// RSS 33 MiB up; jemalloc's ~15 MiB 35 s later, its decay running only while the process
+/// allocates). After enough closes the free pages go back to the OS: `malloc_trim` for
+/// glibc's arenas, a purge of every jemalloc arena on a roomd built on it (the default).
+/// Runs on the blocking pool (both walk every arena). jemalloc's background thread would
+/// purge without this, but cost a saturated node a fifth of its Halli Galli throughput
+/// (benches/README.md, "The allocator").
 pub fn trim_after_closes(state: &AppState) {
     if state.closed_since_trim.load(std::sync::atomic::Ordering::Relaxed) < TRIM_AFTER_CLOSES {
         return;
     }
     state.closed_since_trim.store(0, std::sync::atomic::Ordering::Relaxed);
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     tokio::task::spawn_blocking(|| {
-        // SAFETY: malloc_trim only releases free memory of the allocator's own arenas; it
-        // takes the arena locks itself and touches no memory the program holds.
-        let released = unsafe { libc::malloc_trim(0) };
-        tracing::debug!(released, "allocator trimmed after sockets closed");
+        #[cfg(all(target_os = "linux", target_env = "gnu"))]
+        {
+            // SAFETY: malloc_trim only releases free memory of the allocator's own arenas;
+            // it takes the arena locks itself and touches no memory the program holds.
+            let released = unsafe { libc::malloc_trim(0) };
+            tracing::debug!(released, "glibc malloc trimmed after sockets closed");
+        }
+        #[cfg(feature = "jemalloc")]
+        purge_jemalloc();
     });
+}
+
+/// Returns every jemalloc arena's unused dirty pages to the OS (`arena.<all>.purge`).
+#[cfg(feature = "jemalloc")]
+fn purge_jemalloc() {
+    // `MALLCTL_ARENAS_ALL`: the arena index that names them all.
+    const PURGE_ALL: &std::ffi::CStr = c"arena.4096.purge";
+    use std::ptr::null_mut;
+    // SAFETY: the name is NUL-terminated, and this control takes no old or new value: the
+    // null pointers and zero length are what jemalloc requires of it. Purging touches only
+    // pages no allocation holds.
+    let failed = unsafe { tikv_jemalloc_sys::mallctl(PURGE_ALL.as_ptr(), null_mut(), null_mut(), null_mut(), 0) };
+    if failed == 0 {
+        tracing::debug!("jemalloc purged after sockets closed");
+    } else {
+        tracing::warn!(errno = failed, "jemalloc purge failed: the memory of closed sockets stays with the process");
+    }
 }
 
 /// Drains the node (SIGTERM): `/readyz` goes false and no rooms are created; in cluster
