@@ -58,6 +58,24 @@ impl Keys {
         format!("{}:game:{pk}:record", self.room(room_id))
     }
 
+    /// What the append queues' canary keys start with (each queue adds an id of its own;
+    /// `redis_append.rs`).
+    pub fn appender_canary(&self) -> String {
+        format!("{}:appender", self.prefix)
+    }
+
+    /// Set to `2` once every live node wrote the epoch layout of logs (ids
+    /// `<epoch>-<seq>`, fences): from then on appends may skip the script
+    /// (`redis_append.rs`). Never unset.
+    pub fn log_layout(&self) -> String {
+        format!("{}:log-layout", self.prefix)
+    }
+
+    /// The log layout each node writes, by node id (older nodes have no entry).
+    pub fn node_layouts(&self) -> String {
+        format!("{}:layout", self.nodes)
+    }
+
     /// The room's ownership lease (`node/epoch`), checked by every append.
     pub fn lease(&self, room_id: &str) -> String {
         format!("{}:lease", self.room(room_id))

@@ -1,7 +1,9 @@
 //! `RoomStore` on Redis: a Redis Stream per game for the log (bincode entries), strings
 //! for the start entry, snapshot and record, a sorted set per user for `/api/me/games`.
-//! Appends go through one Lua script (`lua/append.lua`) that checks the room's lease
-//! token and the sequence number before `XADD`. Finished games expire after 90 days.
+//! A log's ids are `<lease epoch>-<seq>`, so the stream itself refuses an older owner's
+//! entry once a new owner fenced it (`lua/fence.lua`); appends are group-committed per
+//! thread, checked by a script or sent as bare `XADD`s (`redis_append.rs`; one script per
+//! append on a Redis Cluster, `lua/append.lua`). Finished games expire after 90 days.
 //!
 //! The connection (`redis_conn.rs`: one Redis or a Redis Cluster) reconnects with
 //! backoff after Redis restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
@@ -34,6 +36,8 @@ pub struct RedisStore {
     keys: Keys,
     /// Shared, like the rest: a room's every append clones the store into its future.
     append: Arc<Script>,
+    /// `lua/fence.lua`: a node that takes a room over fences its game's log first.
+    fence: Arc<Script>,
     /// Replicated acknowledgements (`ROOMD__REDIS__ACK_REPLICAS` > 0).
     acks: Option<Arc<Acks>>,
     /// Group commit of appends (one Redis; `None` on a Redis Cluster: `redis_append.rs`).
@@ -81,6 +85,7 @@ impl Acks {
 }
 
 const APPEND_LUA: &str = include_str!("lua/append.lua");
+const FENCE_LUA: &str = include_str!("lua/fence.lua");
 const TOUCH_LUA: &str = include_str!("lua/touch.lua");
 
 /// `EVALSHA` of `script` as one pipeline command (a pipeline cannot load a script: on
@@ -102,6 +107,51 @@ fn room(game_pk: &str) -> Result<&str, StoreError> {
     room_of(game_pk).ok_or_else(|| StoreError::Corrupt(format!("game pk {game_pk} names no room")))
 }
 
+/// A log stream entry's bincode body, `None` for a fence mark (`lua/fence.lua`).
+fn entry_body(id: &redis::streams::StreamId) -> Result<Option<Vec<u8>>, StoreError> {
+    if let Some(bytes) = id.get::<Vec<u8>>("e") {
+        return Ok(Some(bytes));
+    }
+    if id.map.contains_key("f") {
+        return Ok(None);
+    }
+    Err(StoreError::Corrupt(format!("stream entry {} has no body", id.id)))
+}
+
+/// The seq an entry id of a log stands for (`<epoch>-<seq>`, `0-<seq>` in the legacy
+/// layout; a fence mark's is the seq of the entry below it).
+pub(crate) fn seq_of_id(id: &str) -> Option<u64> {
+    id.split_once('-').and_then(|(_, seq)| seq.parse().ok())
+}
+
+/// Entries a read-back asks for at once, from the top of the log down.
+const FIND_PAGE: usize = 16;
+
+/// The body of the entry of seq `seq` in `log`, whichever owner's epoch its id carries:
+/// read from the top down (the entry a room reads back is almost always its last).
+async fn find_entry(conn: &mut RedisConn, log: &str, seq: u64) -> Result<Option<Vec<u8>>, StoreError> {
+    let mut from = "+".to_owned();
+    loop {
+        let page: StreamRangeReply = conn.xrevrange_count(log, &from, "-", FIND_PAGE).await.map_err(unavailable)?;
+        for id in &page.ids {
+            match seq_of_id(&id.id) {
+                Some(s) if s == seq => {
+                    if let Some(bytes) = entry_body(id)? {
+                        return Ok(Some(bytes));
+                    }
+                }
+                Some(s) if s < seq => return Ok(None),
+                Some(_) => {}
+                None => return Err(StoreError::Corrupt(format!("log entry id {} is not <epoch>-<seq>", id.id))),
+            }
+        }
+        match page.ids.last() {
+            Some(last) if page.ids.len() == FIND_PAGE => from = format!("({}", last.id),
+            _ => return Ok(None),
+        }
+    }
+}
+
 /// Index reads one lobby call may make before it answers a short page (a filter that
 /// admits few rooms).
 pub const LOBBY_ROUNDS: usize = 4;
@@ -121,8 +171,16 @@ impl RedisStore {
         let conn = target.connect().await?;
         let keys = if target.is_cluster() { Keys::clustered(prefix) } else { Keys::new(prefix) };
         let thread_conns = Arc::new(ThreadConns::new(target.clone()));
-        let appender = (!conn.is_cluster()).then(|| Arc::new(Appender::shared(thread_conns.clone())));
-        Ok(RedisStore { conn, keys, append: Arc::new(Script::new(APPEND_LUA)), acks: None, appender, thread_conns })
+        let appender = (!conn.is_cluster()).then(|| Arc::new(Appender::shared(thread_conns.clone(), &keys)));
+        Ok(RedisStore {
+            conn,
+            keys,
+            append: Arc::new(Script::new(APPEND_LUA)),
+            fence: Arc::new(Script::new(FENCE_LUA)),
+            acks: None,
+            appender,
+            thread_conns,
+        })
     }
 
     /// From now on a game's start and every log append count only once `replicas`
@@ -146,7 +204,7 @@ impl RedisStore {
             conns.push(target.connect().await?);
         }
         let acks = Acks { replicas, timeout_ms: timeout_ms.max(1), conns: conns.into(), touch: Script::new(TOUCH_LUA) };
-        if !target.is_cluster() {
+        if let Some(appender) = &self.appender {
             // The batches' `WAIT` blocks the connection it is sent on: one of their own.
             let for_short = acks.clone();
             let replicated = Replicated {
@@ -154,7 +212,7 @@ impl RedisStore {
                 wait: acks.wait(),
                 short: Arc::new(move |got| for_short.short("the batch of entries", got)),
             };
-            self.appender = Some(Arc::new(Appender::replicated(target.clone(), replicated)));
+            self.appender = Some(Arc::new(appender.replicated(target.clone(), replicated)));
         }
         self.acks = Some(Arc::new(acks));
         Ok(self)
@@ -395,6 +453,47 @@ impl RedisStore {
             .as_ref()
             .map(|a| (a.stats.batches.load(Ordering::Relaxed), a.stats.entries.load(Ordering::Relaxed)))
     }
+
+    /// Entries appended on the fast path (a bare `XADD`, `redis_append.rs`) since start.
+    pub fn fast_appends(&self) -> Option<u64> {
+        self.appender.as_ref().map(|a| a.stats.fast.load(Ordering::Relaxed))
+    }
+
+    /// Every node of the cluster writes the epoch layout of logs (`Keys::log_layout`):
+    /// appends may take the fast path from now on. A Redis Cluster keeps its checked
+    /// append per entry (nothing changes there).
+    pub fn open_fast_path(&self) {
+        if let Some(appender) = &self.appender {
+            appender.open_fast_path();
+        }
+    }
+
+    pub fn fast_path_open(&self) -> bool {
+        self.appender.as_ref().is_some_and(|a| a.fast_path_open())
+    }
+
+    /// Fences `game_pk`'s log for the holder of `token`, a node that has just taken the
+    /// room: no older owner's entry can go in after this (`lua/fence.lua`). Call it
+    /// before reading the log. `Fenced` if the lease is no longer `token`'s.
+    pub async fn fence(&self, game_pk: &str, token: &str) -> Result<(), StoreError> {
+        let room = room(game_pk)?;
+        let mut conn = self.conn.clone();
+        let fenced: String = self
+            .fence
+            .key(self.keys.lease(room))
+            .key(self.keys.log(room, game_pk))
+            .arg(token)
+            .arg(crate::redis_append::epoch_of(token))
+            .arg(if self.fast_path_open() { "1" } else { "0" })
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        match fenced.as_str() {
+            "OK" => Ok(()),
+            "FENCED" => Err(StoreError::Fenced),
+            other => Err(StoreError::Unknown(format!("the fence script answered {other:?}"))),
+        }
+    }
 }
 
 impl RoomStore for RedisStore {
@@ -447,16 +546,11 @@ impl RoomStore for RedisStore {
         Box::pin(async move {
             let room = room(&game_pk)?;
             let mut conn = this.acks.as_ref().map_or_else(|| this.conn.clone(), |acks| acks.conn(room));
-            let id = format!("0-{seq}");
-            let range: StreamRangeReply =
-                conn.xrange(this.keys.log(room, &game_pk), &id, &id).await.map_err(unavailable)?;
+            let found = find_entry(&mut conn, &this.keys.log(room, &game_pk), seq).await?;
             if let Some(acks) = &this.acks {
                 this.confirm(acks, room, &game_pk).await?;
             }
-            let Some(found) = range.ids.first() else { return Ok(None) };
-            let bytes: Vec<u8> =
-                found.get("e").ok_or_else(|| StoreError::Corrupt(format!("stream entry {} has no body", found.id)))?;
-            Ok(Some(decode::<LogEntry>(&bytes)?))
+            found.map(|bytes| decode::<LogEntry>(&bytes)).transpose()
         })
     }
 
@@ -536,9 +630,9 @@ impl RoomStore for RedisStore {
             let range: StreamRangeReply = conn.xrange_all(this.keys.log(room, &game_pk)).await.map_err(unavailable)?;
             let mut entries = Vec::with_capacity(range.ids.len());
             for id in &range.ids {
-                let bytes: Vec<u8> =
-                    id.get("e").ok_or_else(|| StoreError::Corrupt(format!("stream entry {} has no body", id.id)))?;
-                entries.push(decode::<LogEntry>(&bytes)?);
+                if let Some(bytes) = entry_body(id)? {
+                    entries.push(decode::<LogEntry>(&bytes)?);
+                }
             }
             if let Some(acks) = &this.acks {
                 // A room is rebuilt only from entries the replicas hold.

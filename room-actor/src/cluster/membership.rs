@@ -8,6 +8,10 @@ use crate::redis_conn::RedisConn;
 use redis::{AsyncCommands, RedisError, Script};
 use std::collections::HashMap;
 
+/// The log layout this roomd writes: 2, ids `<epoch>-<seq>` with fences (older roomds
+/// write 1, `0-<seq>` ids and a last-seq counter, and advertise nothing).
+pub const LOG_LAYOUT: u8 = 2;
+
 fn unavailable(e: RedisError) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
@@ -40,6 +44,8 @@ impl Membership {
             .ignore()
             .hset(self.keys.draining(), node, u8::from(draining))
             .ignore()
+            .hset(self.keys.node_layouts(), node, LOG_LAYOUT)
+            .ignore()
             // Entries that expired long ago are dropped so the set stays small.
             .zrembyscore(self.keys.nodes(), "-inf", now_ms - 60 * self.ttl_ms)
             .ignore();
@@ -50,8 +56,35 @@ impl Membership {
     pub async fn leave(&self, node: &str) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
-        pipe.zrem(self.keys.nodes(), node).ignore().hdel(self.keys.draining(), node).ignore();
+        pipe.zrem(self.keys.nodes(), node)
+            .ignore()
+            .hdel(self.keys.draining(), node)
+            .ignore()
+            .hdel(self.keys.node_layouts(), node)
+            .ignore();
         pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
+    }
+
+    /// Whether the cluster writes the epoch layout of logs (`Keys::log_layout`): once
+    /// every live node advertises [`LOG_LAYOUT`] (older roomds advertise nothing), this
+    /// sets the cluster's flag, which is never unset; `true` once the flag is set. Call
+    /// it after this node's heartbeat (so this node is among the live ones).
+    pub async fn epoch_layout(&self, now_ms: i64) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.get(self.keys.log_layout())
+            .zrangebyscore(self.keys.nodes(), format!("({now_ms}"), "+inf")
+            .hgetall(self.keys.node_layouts());
+        let (flag, live, layouts): (Option<u8>, Vec<String>, HashMap<String, u8>) =
+            pipe.query_async(&mut conn).await.map_err(unavailable)?;
+        if flag.is_some_and(|f| f >= LOG_LAYOUT) {
+            return Ok(true);
+        }
+        let all = !live.is_empty() && live.iter().all(|node| layouts.get(node).is_some_and(|l| *l >= LOG_LAYOUT));
+        if all {
+            conn.set::<_, _, ()>(self.keys.log_layout(), LOG_LAYOUT).await.map_err(unavailable)?;
+        }
+        Ok(all)
     }
 
     /// Like [`Membership::live`], with each node's heartbeat expiry (ms), in one round trip.
@@ -85,6 +118,7 @@ impl Membership {
         let removed: u8 = Script::new(include_str!("../lua/forget.lua"))
             .key(self.keys.nodes())
             .key(self.keys.draining())
+            .key(self.keys.node_layouts())
             .arg(node)
             .arg(seen_score)
             .invoke_async(&mut conn)

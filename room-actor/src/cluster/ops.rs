@@ -133,22 +133,25 @@ pub async fn rooms_page(
                 && filter.node.as_ref().is_none_or(|n| owner.as_ref() == Some(n));
             found.push((i, keep.then_some(RoomRow { info, owner, seq: None })));
         }
-        // Seq counters of the kept rooms that started a game, in one more pipeline.
-        let mut gets = Vec::new();
+        // The last seq of each kept room that started a game (its log's top id), in one
+        // more pipeline.
+        let mut tops = Vec::new();
         let mut asked = Vec::new();
         for (i, (_, row)) in found.iter().enumerate() {
             if let Some(pk) = row.as_ref().and_then(|r| r.info.game_pk.as_deref()) {
                 if let Some(room) = crate::keys::room_of(pk) {
-                    gets.push(redis::Cmd::get(keys.seq(room, pk)));
+                    let mut top = redis::cmd("XREVRANGE");
+                    top.arg(keys.log(room, pk)).arg("+").arg("-").arg("COUNT").arg(1);
+                    tops.push(top);
                     asked.push(i);
                 }
             }
         }
         if !asked.is_empty() {
-            let seqs: Vec<Option<u64>> = conn.each(&gets).await.map_err(unavailable)?;
-            for (i, seq) in asked.into_iter().zip(seqs) {
+            let replies: Vec<redis::streams::StreamRangeReply> = conn.each(&tops).await.map_err(unavailable)?;
+            for (i, top) in asked.into_iter().zip(replies) {
                 if let Some(Some(row)) = found.get_mut(i).map(|(_, r)| r.as_mut()) {
-                    row.seq = Some(seq.unwrap_or(0));
+                    row.seq = Some(top.ids.first().and_then(|id| crate::redis_store::seq_of_id(&id.id)).unwrap_or(0));
                 }
             }
         }

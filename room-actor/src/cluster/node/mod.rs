@@ -290,7 +290,14 @@ impl ClusterNode {
             return Ok(None);
         };
         let stored = match &info.game_pk {
-            Some(pk) => self.store.load(pk).await?,
+            Some(pk) => {
+                // No entry of an older owner goes in once this node read the log.
+                match self.store.fence(pk, &token).await {
+                    Err(StoreError::Fenced) => return Ok(None),
+                    fenced => fenced?,
+                }
+                self.store.load(pk).await?
+            }
             None => None,
         };
         let game = info.game.clone();
@@ -351,6 +358,23 @@ impl ClusterNode {
         }
     }
 
+    /// Opens the store's fast path for appends once the whole cluster writes the epoch
+    /// layout of logs (`Membership::epoch_layout`): checked after every heartbeat until
+    /// then. A Redis Cluster keeps its checked append per entry.
+    async fn check_log_layout(&self) {
+        if self.store.fast_path_open() || self.store.connection().is_cluster() {
+            return;
+        }
+        match self.members.epoch_layout(self.now_ms()).await {
+            Ok(true) => {
+                self.store.open_fast_path();
+                info!(node = self.id(), "every node writes the epoch layout of logs: appends take the fast path");
+            }
+            Ok(false) => {}
+            Err(e) => warn!(error = %e, "the cluster's log layout not read; checking again after the next heartbeat"),
+        }
+    }
+
     /// Starts the bus receiver, heartbeats, lease renewal and failover scans. The bus
     /// receiver (the subscription and the loop that hands each frame to its rooms and
     /// sockets) runs on the first of `threads` once one registers, the worker the rooms
@@ -399,6 +423,8 @@ impl ClusterNode {
                 let draining = node.draining.load(Ordering::Relaxed);
                 if let Err(e) = node.members.heartbeat(node.id(), draining, node.now_ms()).await {
                     warn!(error = %e, "heartbeat failed");
+                } else {
+                    node.check_log_layout().await;
                 }
                 tokio::time::sleep(every).await;
             }
