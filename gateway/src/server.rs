@@ -12,7 +12,7 @@ use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
 use room_actor::cluster::failover::FailoverMetrics;
 use room_actor::cluster::node::{ClusterConfig, ClusterNode};
-use room_actor::messages::Drain;
+use room_actor::messages::Notice;
 use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
 use room_actor::room::Clock;
@@ -394,9 +394,7 @@ pub async fn drain(state: &AppState) {
     if let Some(cluster) = &state.cluster {
         cluster.hand_over_all(grace / 2).await;
     }
-    for session in state.sessions.drains() {
-        session.do_send(Drain);
-    }
+    state.sessions.tell_all(Notice::Drain);
     let deadline = tokio::time::Instant::now() + grace / 2;
     while tokio::time::Instant::now() < deadline && !state.sessions.is_empty() {
         tokio::time::sleep(Duration::from_millis(50)).await;

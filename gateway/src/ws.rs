@@ -14,7 +14,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
 use engine::PlayerId;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use room_actor::messages::{Drain, Out, SessionId, ToClient};
+use room_actor::messages::{Notice, Out, SessionId, ToClient};
 use room_actor::room_ref::{Caller, Lookup, Missing, RouteLost};
 use room_actor::sessions::Session;
 use room_actor::{wire, RoomRef};
@@ -151,35 +151,52 @@ pub struct WsSession {
     expiry_armed: bool,
 }
 
-/// How often a route to a room elsewhere is checked (cluster mode).
-const ROUTE_RECHECK: Duration = Duration::from_secs(1);
+/// How often a session checks its routes to rooms (cluster mode): a safety net. A room
+/// whose holder changes is announced to the node's sessions by the node's route board
+/// (`Notice::Moved`), and a route a room dropped is looked up again after
+/// [`ROUTE_RETRY`]; this catches anything else (an actor here that stopped unannounced).
+/// It keeps the board reading the rooms asked about (`routes::KEEP` is longer).
+const ROUTE_RECHECK: Duration = Duration::from_secs(2);
+/// How long after a room dropped its route (it moved, or cannot act now) a session that
+/// still watches it looks it up again, if no message of its client did first.
+const ROUTE_RETRY: Duration = Duration::from_secs(1);
 
 /// A session's one periodic timer. actix polls every timer an actor runs on each of its
 /// wakes (every frame it sends or receives), so the heartbeat, the route checks and the
-/// token's expiry share one: the tick is the heartbeat, or the route check's second when
-/// that is shorter, and the heartbeat runs every `every`th tick.
+/// token's expiry share one, as long as the longest whole number of seconds both
+/// cadences are multiples of: the heartbeat runs every `heartbeat_every`th tick, the
+/// route check (cluster mode) every `routes_every`th (0: never).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Ticks {
     tick: Duration,
-    every: u64,
-    /// Check the routes to rooms elsewhere on every tick (cluster mode).
-    routes: bool,
+    heartbeat_every: u64,
+    routes_every: u64,
 }
 
 impl Ticks {
     fn new(heartbeat_s: u64, cluster: bool) -> Ticks {
-        let heartbeat = Duration::from_secs(heartbeat_s.max(1));
-        if cluster && ROUTE_RECHECK < heartbeat {
-            // Whole seconds both: the heartbeat is a whole number of route checks.
-            Ticks { tick: ROUTE_RECHECK, every: heartbeat.as_secs() / ROUTE_RECHECK.as_secs(), routes: true }
+        let heartbeat = heartbeat_s.max(1);
+        let recheck = ROUTE_RECHECK.as_secs();
+        let (tick, heartbeat_every, routes_every) = if !cluster {
+            (heartbeat, 1, 0)
+        } else if heartbeat <= recheck {
+            (heartbeat, 1, 1)
+        } else if heartbeat.is_multiple_of(recheck) {
+            (recheck, heartbeat / recheck, 1)
         } else {
-            Ticks { tick: heartbeat, every: 1, routes: cluster }
-        }
+            (1, heartbeat, recheck)
+        };
+        Ticks { tick: Duration::from_secs(tick), heartbeat_every, routes_every }
     }
 
     /// Whether tick number `n` (from 1) is a heartbeat.
     fn heartbeat(&self, n: u64) -> bool {
-        n.is_multiple_of(self.every)
+        n.is_multiple_of(self.heartbeat_every)
+    }
+
+    /// Whether tick number `n` (from 1) checks the routes.
+    fn routes(&self, n: u64) -> bool {
+        self.routes_every > 0 && n.is_multiple_of(self.routes_every)
     }
 }
 
@@ -448,22 +465,35 @@ impl WsSession {
         self.rooms.insert(room, route);
     }
 
-    /// Every second (cluster mode): rooms watched through another node (or whose actor
-    /// here stopped, or not found yet) are looked up again, so a session follows its room
-    /// to a new owner after a failover (and gets a fresh `sync`).
+    /// Every [`ROUTE_RECHECK`] (cluster mode): rooms watched through another node (or
+    /// whose actor here stopped, or not found yet) are looked up again, so a session
+    /// follows its room to a new owner after a failover (and gets a fresh `sync`).
     fn recheck_routes(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
-        let rooms = &self.state.rooms;
-        let mut checks: Vec<_> = self
-            .rooms
-            .iter()
-            .filter_map(|(room, route)| Some((room.clone(), rooms.follow(room, Some(route))?)))
+        let watched: Vec<String> = self.watching.iter().cloned().collect();
+        self.follow(watched, ctx);
+    }
+
+    /// Forgets the route to `room`: the next message to it looks it up, and a watched room
+    /// is looked up again after [`ROUTE_RETRY`] in any case (once per route dropped).
+    fn drop_route(&mut self, room: &str, ctx: &mut ws::WebsocketContext<Self>) {
+        if self.rooms.remove(room).is_some() && self.watching.contains(room) {
+            let room = room.to_owned();
+            ctx.run_later(ROUTE_RETRY, move |act, ctx| act.follow([room], ctx));
+        }
+    }
+
+    /// Looks each of `rooms` this session watches up again where its route may be stale,
+    /// and subscribes where the room is now.
+    fn follow(&mut self, rooms: impl IntoIterator<Item = String>, ctx: &mut ws::WebsocketContext<Self>) {
+        let lookup = &self.state.rooms;
+        let checks: Vec<_> = rooms
+            .into_iter()
+            .filter(|room| self.watching.contains(room))
+            .filter_map(|room| {
+                let check = lookup.follow(&room, self.rooms.get(&room))?;
+                Some((room, check))
+            })
             .collect();
-        checks.extend(
-            self.watching
-                .iter()
-                .filter(|room| !self.rooms.contains_key(*room))
-                .filter_map(|room| Some((room.clone(), rooms.follow(room, None)?))),
-        );
         for (room, check) in checks {
             ctx.spawn(fut::wrap_future(check).map(move |found: Option<RoomRef>, act: &mut Self, _ctx| {
                 if let Some(route) = found {
@@ -487,7 +517,7 @@ impl Actor for WsSession {
         });
         self.state
             .sessions
-            .insert(self.id.0, Session { out: ctx.address().recipient(), drain: ctx.address().recipient() });
+            .insert(self.id.0, Session { out: ctx.address().recipient(), notice: ctx.address().recipient() });
         self.state.metrics.sessions.inc();
         let ticks = Ticks::new(self.state.settings.ws.heartbeat_s, self.state.cluster.is_some());
         self.arm_expiry(ctx, ticks.tick);
@@ -497,7 +527,7 @@ impl Actor for WsSession {
                 return;
             }
             // Rooms move only between cluster nodes.
-            if ticks.routes {
+            if ticks.routes(act.ticks) {
                 act.recheck_routes(ctx);
             }
             act.arm_expiry(ctx, ticks.tick);
@@ -519,12 +549,20 @@ impl Actor for WsSession {
     }
 }
 
-impl Handler<Drain> for WsSession {
+impl Handler<Notice> for WsSession {
     type Result = ();
 
-    fn handle(&mut self, _msg: Drain, ctx: &mut Self::Context) {
-        ctx.close(Some(ws::CloseReason { code: ws::CloseCode::Restart, description: Some("node draining".into()) }));
-        ctx.stop();
+    fn handle(&mut self, notice: Notice, ctx: &mut Self::Context) {
+        match notice {
+            Notice::Drain => {
+                ctx.close(Some(ws::CloseReason {
+                    code: ws::CloseCode::Restart,
+                    description: Some("node draining".into()),
+                }));
+                ctx.stop();
+            }
+            Notice::Moved(rooms) => self.follow(rooms.iter().cloned(), ctx),
+        }
     }
 }
 
@@ -534,7 +572,7 @@ impl Handler<RouteLost> for WsSession {
     type Result = ();
 
     fn handle(&mut self, msg: RouteLost, ctx: &mut Self::Context) {
-        self.rooms.remove(&msg.room);
+        self.drop_route(&msg.room, ctx);
         ctx.text(wire::resend(&msg.room, msg.cs));
     }
 }
@@ -544,9 +582,9 @@ impl Handler<ToClient> for WsSession {
 
     fn handle(&mut self, msg: ToClient, ctx: &mut Self::Context) {
         // A room that moved (or whose node cannot take actions now) is looked up again
-        // on the client's next message.
+        // on the client's next message, or after a moment if it is watched.
         if let Some(room) = &msg.stale_route {
-            self.rooms.remove(room.as_ref());
+            self.drop_route(room, ctx);
         }
         ctx.text(msg.text);
         if msg.close {
@@ -619,24 +657,31 @@ mod tests {
     }
 
     #[test]
-    fn one_timer_runs_the_heartbeat_on_its_own_cadence_and_the_route_checks_every_second() {
-        // A single node: the tick is the heartbeat.
-        assert_eq!(Ticks::new(2, false), Ticks { tick: Duration::from_secs(2), every: 1, routes: false });
-        // A cluster node checks its routes every second and pings every other tick.
+    fn one_timer_runs_the_heartbeat_and_the_route_checks_each_on_its_own_cadence() {
+        let secs = |ticks: &Ticks, on: fn(&Ticks, u64) -> bool| -> Vec<u64> {
+            (1..=12).filter(|n| on(ticks, *n)).map(|n| n * ticks.tick.as_secs()).collect()
+        };
+        // A single node: the tick is the heartbeat, no route checks.
+        let single = Ticks::new(2, false);
+        assert_eq!(single, Ticks { tick: Duration::from_secs(2), heartbeat_every: 1, routes_every: 0 });
+        assert!(secs(&single, Ticks::routes).is_empty());
+        // A cluster node at the default heartbeat: one tick every 2 s, both on each.
         let cluster = Ticks::new(2, true);
-        assert_eq!(cluster, Ticks { tick: ROUTE_RECHECK, every: 2, routes: true });
-        let pings: Vec<u64> = (1..=6).filter(|n| cluster.heartbeat(*n)).collect();
-        assert_eq!(pings, [2, 4, 6], "a ping every 2 s");
+        assert_eq!(cluster.tick, ROUTE_RECHECK);
+        assert_eq!(secs(&cluster, Ticks::heartbeat), [2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24]);
+        assert_eq!(secs(&cluster, Ticks::routes), secs(&cluster, Ticks::heartbeat));
         // A heartbeat of a second or less: every tick is both.
-        assert_eq!(Ticks::new(1, true), Ticks { tick: Duration::from_secs(1), every: 1, routes: true });
-        assert_eq!(
-            Ticks::new(0, false),
-            Ticks { tick: Duration::from_secs(1), every: 1, routes: false },
-            "0 s reads as 1 s"
-        );
-        // A long heartbeat keeps its cadence in whole seconds.
+        let fast = Ticks::new(1, true);
+        assert_eq!((fast.tick, secs(&fast, Ticks::routes).len()), (Duration::from_secs(1), 12));
+        assert_eq!(Ticks::new(0, false).tick, Duration::from_secs(1), "0 s reads as 1 s");
+        // A heartbeat the route check's cadence does not divide: ticks of a second.
+        let odd = Ticks::new(3, true);
+        assert_eq!(odd.tick, Duration::from_secs(1));
+        assert_eq!(secs(&odd, Ticks::heartbeat), [3, 6, 9, 12]);
+        assert_eq!(secs(&odd, Ticks::routes), [2, 4, 6, 8, 10, 12]);
+        // A long heartbeat keeps its cadence, the route checks theirs.
         let long = Ticks::new(30, true);
-        assert_eq!(long.every, 30);
-        assert!((1..30).all(|n| !long.heartbeat(n)) && long.heartbeat(30));
+        assert_eq!((long.tick, long.heartbeat_every), (ROUTE_RECHECK, 15));
+        assert!((1..15).all(|n| !long.heartbeat(n)) && long.heartbeat(15) && long.routes(1));
     }
 }

@@ -2,8 +2,8 @@
 //! Failover with real processes and the **default** lease and heartbeat settings (issue
 //! 17): a SIGKILLed owner's rooms resume elsewhere in about the time of a few detection
 //! polls, not a lease; a node cut from Redis but alive cannot corrupt a room's history;
-//! a player who left stays gone after a failover; the per-user room cap holds across
-//! nodes. Needs `REDIS_URL` (./scripts/test starts it); fails, never skips, without it.
+//! a player who left stays gone after a failover; a watcher that sends nothing follows
+//! its room; the per-user room cap holds across nodes. Needs `REDIS_URL` (./scripts/test starts it); fails, never skips, without it.
 //! Timings are printed; the asserted bounds are generous (shared, loaded machines).
 
 mod support;
@@ -124,6 +124,38 @@ async fn sigkill_of_an_owner_of_five_rooms_resumes_them_within_about_a_second_wi
         let info = get_json(&http, format!("{}/api/rooms/{room}", nodes[1].base), &bob).await;
         assert_ne!(info["node"], "kc");
     }
+}
+
+/// A watcher that sends nothing follows its room: bob watches a room owned by pc from pb
+/// and never writes to his socket again; pc is SIGKILLed, the room resumes on another
+/// node, and bob's node (its route board saw the room's holder change) subscribes him
+/// there: a fresh `sync`, then the updates of alice's bumps, with nothing asked.
+#[tokio::test]
+async fn a_watcher_that_sends_nothing_follows_its_room_to_the_new_owner_after_a_sigkill() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let mut nodes = [node("pa", &prefix, &[]), node("pb", &prefix, &[]), node("pc", &prefix, &[])];
+    until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "pc", json!(null), 40).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    let mut b = connect(&nodes[1], &bob).await;
+    for ws in [&mut a, &mut b] {
+        send(ws, json!({"t": "sub", "room": room})).await;
+        next_where(ws, 10_000, |v| v["t"] == "sync").await.expect("sync");
+    }
+    assert_eq!(bump_until_acked(&mut a, &room, 1, Duration::from_secs(10)).await.expect("ack")["seq"], 1);
+    next_where(&mut b, 10_000, |v| v["t"] == "update" && v["seq"] == 1).await.expect("bob sees the bump");
+    let killed_at = tokio::time::Instant::now();
+    nodes[2].kill();
+    assert_eq!(bump_until_acked(&mut a, &room, 2, Duration::from_secs(30)).await.expect("resumed")["seq"], 2);
+    let sync = next_where(&mut b, 15_000, |v| v["t"] == "sync").await.expect("bob followed the room by himself");
+    eprintln!("a silent watcher's sync from the new owner {} ms after the kill", killed_at.elapsed().as_millis());
+    assert!(sync["seq"].as_u64() >= Some(1), "{sync}");
+    assert_eq!(bump_until_acked(&mut a, &room, 3, Duration::from_secs(10)).await.expect("ack")["seq"], 3);
+    next_where(&mut b, 10_000, |v| v["t"] == "update" && v["seq"] == 3).await.expect("and its updates after");
 }
 
 /// A TCP proxy in front of Redis that the test can cut (closing every connection through

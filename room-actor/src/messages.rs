@@ -46,11 +46,17 @@ impl ToClient {
     }
 }
 
-/// The node drains: a session closes with 1012 so its client reconnects (to another
-/// node). Sent to every session in [`Sessions`](crate::sessions::Sessions).
-#[derive(Message)]
+/// What a node tells every one of its sessions ([`Sessions`](crate::sessions::Sessions)).
+#[derive(Message, Clone, Debug, PartialEq, Eq)]
 #[rtype(result = "()")]
-pub struct Drain;
+pub enum Notice {
+    /// The node drains: a session closes with 1012 so its client reconnects (to another
+    /// node).
+    Drain,
+    /// These rooms' lease holders changed (a failover, a handover): a session watching
+    /// one of them follows it to its new owner now (`cluster/routes.rs`).
+    Moved(std::sync::Arc<[String]>),
+}
 
 /// Where a room's frames for one session go: the session's actor on this node, or
 /// straight into the outbox toward the session's node (a session on another node: no

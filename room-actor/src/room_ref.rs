@@ -116,6 +116,14 @@ impl Rooms {
         RoomRef { room: room.to_owned(), at: Arc::new(At::Remote { node, cluster: cluster.clone() }) }
     }
 
+    /// A session's route to a room on another node: the node's route board reads the
+    /// room's holder from now on, so a move is announced to the session even before its
+    /// first route check.
+    fn watched_at_node(room: &str, node: String, cluster: &Arc<ClusterNode>) -> RoomRef {
+        cluster.routes.hint(room, std::time::Instant::now());
+        Self::at_node(room, node, cluster)
+    }
+
     /// For HTTP calls (players' and operators'): the room wherever it runs, or its stored
     /// info while no node runs it; `unknown_room` for a room never created,
     /// `room_unavailable` when the store does not answer.
@@ -146,7 +154,7 @@ impl Rooms {
         Lookup::Later(Box::pin(async move {
             match cluster.locate(&room).await {
                 Ok(Owner::Here(handle)) => Ok(rooms.at_here(&room, handle)),
-                Ok(Owner::There(node)) => Ok(Self::at_node(&room, node, &cluster)),
+                Ok(Owner::There(node)) => Ok(Self::watched_at_node(&room, node, &cluster)),
                 Ok(Owner::Unknown) => Err(Missing::Unknown),
                 Ok(Owner::Moving) | Err(_) => Err(Missing::Moving),
             }
@@ -177,7 +185,7 @@ impl Rooms {
         Some(Box::pin(async move {
             match moved(cluster.locate(&room).await.ok()?, was.as_deref())? {
                 Moved::Here(handle) => Some(rooms.at_here(&room, handle)),
-                Moved::To(node) => Some(Self::at_node(&room, node, &cluster)),
+                Moved::To(node) => Some(Self::watched_at_node(&room, node, &cluster)),
             }
         }))
     }

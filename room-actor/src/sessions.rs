@@ -3,7 +3,7 @@
 //! are open (the connection cap, operators' stats), and how a drain closes them all.
 //! Sessions add themselves when they start and remove themselves when they stop.
 
-use crate::messages::{Drain, ToClient};
+use crate::messages::{Notice, ToClient};
 use actix::prelude::*;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -12,8 +12,8 @@ use std::sync::Mutex;
 pub struct Session {
     /// Frames from rooms.
     pub out: Recipient<ToClient>,
-    /// The node drains.
-    pub drain: Recipient<Drain>,
+    /// What the node tells every session (it drains; rooms moved).
+    pub notice: Recipient<Notice>,
 }
 
 /// Open sessions by id. A std `Mutex`: every access is a short map operation, never held
@@ -59,9 +59,13 @@ impl Sessions {
         }
     }
 
-    /// Every open session's drain mailbox.
-    pub fn drains(&self) -> Vec<Recipient<Drain>> {
-        self.open.lock().map(|o| o.values().map(|s| s.drain.clone()).collect()).unwrap_or_default()
+    /// Tells every open session `notice` (past a full mailbox too: it is rare and small).
+    pub fn tell_all(&self, notice: Notice) {
+        let recipients: Vec<Recipient<Notice>> =
+            self.open.lock().map(|o| o.values().map(|s| s.notice.clone()).collect()).unwrap_or_default();
+        for recipient in recipients {
+            recipient.do_send(notice.clone());
+        }
     }
 }
 
@@ -88,10 +92,12 @@ mod tests {
         }
     }
 
-    impl Handler<Drain> for Probe {
+    impl Handler<Notice> for Probe {
         type Result = ();
-        fn handle(&mut self, _: Drain, _: &mut Context<Self>) {
-            *self.drained.lock().unwrap() = true;
+        fn handle(&mut self, notice: Notice, _: &mut Context<Self>) {
+            if notice == Notice::Drain {
+                *self.drained.lock().unwrap() = true;
+            }
         }
     }
 
@@ -101,13 +107,11 @@ mod tests {
         let (frames, drained) = (probe.frames.clone(), probe.drained.clone());
         let addr = probe.start();
         let sessions = Sessions::new();
-        sessions.insert(7, Session { out: addr.clone().recipient(), drain: addr.clone().recipient() });
+        sessions.insert(7, Session { out: addr.clone().recipient(), notice: addr.clone().recipient() });
         assert_eq!(sessions.len(), 1);
         let frame = ToClient::frame;
         sessions.deliver([(7, frame("a")), (8, frame("not ours"))]);
-        for drain in sessions.drains() {
-            drain.do_send(Drain);
-        }
+        sessions.tell_all(Notice::Drain);
         // A message sent after the others is handled after them.
         addr.send(frame("b")).await.unwrap();
         assert_eq!(*frames.lock().unwrap(), ["a", "b"]);

@@ -7,9 +7,13 @@
 //! cluster's Redis commands in Halli Galli (about 3 per acknowledged action). Now the
 //! sessions ask this board, which a node task refreshes every [`REFRESH_EVERY`] for every
 //! room asked about lately, in one batch (one pipeline on one Redis, per-slot at once on a
-//! cluster), and at once when a node dies or leaves. A session does its own lookup only
-//! when the board says the room's holder is not where its route points (or there is no
-//! holder, or the board has not read the room yet).
+//! cluster), at once when a node dies or leaves, and every [`REFRESH_SOON`] for a while
+//! after that. A read that finds a room's holder changed says so ([`RouteBoard::update`]),
+//! and the node tells its sessions (`Notice::Moved`): a session watching that room
+//! follows it then, not at its next route check (every 2 s, the safety net). A session
+//! does its own lookup only when the board says the room's holder is not where its route
+//! points (or there is no holder, or the board has not read the room yet). A route to a
+//! room on another node is on the board from the moment the session takes it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,6 +21,10 @@ use std::time::{Duration, Instant};
 
 /// How often the board reads the holders of the rooms asked about.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(1);
+/// How often it reads them for [`SOON_FOR`] after a node died or left (its rooms are
+/// taken over within a few failure-detection polls, and their watchers are told then).
+pub const REFRESH_SOON: Duration = Duration::from_millis(200);
+pub const SOON_FOR: Duration = Duration::from_secs(3);
 /// A room nobody asked about for this long is no longer read.
 pub const KEEP: Duration = Duration::from_secs(3);
 
@@ -57,14 +65,23 @@ impl RouteBoard {
         rooms
     }
 
-    /// What a read found: the holder node of each of `rooms`, in order.
-    pub fn update(&self, rooms: &[String], holders: Vec<Option<String>>) {
-        let Ok(mut inner) = self.inner.lock() else { return };
+    /// What a read found: the holder node of each of `rooms`, in order. Returns the rooms
+    /// whose holder is not the one the last read found (a failover, a handover): the
+    /// node tells its sessions (`Notice::Moved`), so one watching such a room follows it
+    /// at once instead of at its next route check. A room's first read is no move.
+    pub fn update(&self, rooms: &[String], holders: Vec<Option<String>>) -> Vec<String> {
+        let Ok(mut inner) = self.inner.lock() else { return Vec::new() };
+        let mut moved = Vec::new();
         for (room, holder) in rooms.iter().zip(holders) {
             if inner.asked.contains_key(room) {
-                inner.holders.insert(room.clone(), holder);
+                if let Some(before) = inner.holders.insert(room.clone(), holder.clone()) {
+                    if before != holder {
+                        moved.push(room.clone());
+                    }
+                }
             }
         }
+        moved
     }
 }
 
@@ -81,9 +98,23 @@ mod tests {
         assert_eq!(board.hint("r1", t), None, "asked twice, read once");
         let due = board.due(t);
         assert_eq!(due, vec!["r1".to_owned(), "r2".to_owned()]);
-        board.update(&due, vec![Some("nb".into()), None]);
+        assert!(board.update(&due, vec![Some("nb".into()), None]).is_empty(), "a first read moves nothing");
         assert_eq!(board.hint("r1", t), Some(Some("nb".into())));
         assert_eq!(board.hint("r2", t), Some(None), "no holder: the session looks it up");
+    }
+
+    #[test]
+    fn a_read_names_the_rooms_whose_holder_changed() {
+        let board = RouteBoard::new();
+        let t = Instant::now();
+        for room in ["same", "failed-over", "released", "claimed"] {
+            board.hint(room, t);
+        }
+        let due = board.due(t);
+        assert_eq!(due, ["claimed", "failed-over", "released", "same"]);
+        board.update(&due, vec![None, Some("na".into()), Some("na".into()), Some("nb".into())]);
+        let moved = board.update(&due, vec![Some("nc".into()), Some("nc".into()), None, Some("nb".into())]);
+        assert_eq!(moved, ["claimed", "failed-over", "released"]);
     }
 
     #[test]

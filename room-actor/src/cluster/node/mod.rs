@@ -17,6 +17,7 @@ use crate::cluster::routes::{self, RouteBoard};
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
+use crate::messages::Notice;
 use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
 use crate::sessions::Sessions;
@@ -400,17 +401,30 @@ impl ClusterNode {
         }
         let node = self.clone();
         actix::spawn(async move {
+            // After a node died or left, its rooms get new holders within a few detection
+            // polls: the board reads more often for a while, so their watchers follow soon.
+            let mut soon_until: Option<Instant> = None;
             loop {
-                let _ = tokio::time::timeout(routes::REFRESH_EVERY, node.reroute.notified()).await;
+                let every = match soon_until {
+                    Some(until) if Instant::now() < until => routes::REFRESH_SOON,
+                    _ => routes::REFRESH_EVERY,
+                };
+                if tokio::time::timeout(every, node.reroute.notified()).await.is_ok() {
+                    soon_until = Some(Instant::now() + routes::SOON_FOR);
+                }
                 let rooms = node.routes.due(Instant::now());
                 if rooms.is_empty() {
                     continue;
                 }
                 match node.leases.holders(&rooms).await {
-                    Ok(tokens) => node.routes.update(
-                        &rooms,
-                        tokens.into_iter().map(|t| t.map(|t| Leases::node_of(&t).to_owned())).collect(),
-                    ),
+                    Ok(tokens) => {
+                        let holders = tokens.into_iter().map(|t| t.map(|t| Leases::node_of(&t).to_owned())).collect();
+                        let moved = node.routes.update(&rooms, holders);
+                        if !moved.is_empty() {
+                            // The sessions watching them follow them now.
+                            node.sessions.tell_all(Notice::Moved(moved.into()));
+                        }
+                    }
                     Err(e) => warn!(error = %e, "watched rooms' holders not read; retrying"),
                 }
             }
