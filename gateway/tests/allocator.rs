@@ -46,7 +46,14 @@ fn a_default_node_names_jemalloc_as_its_allocator_and_runs_no_background_purge_t
         }
     });
     let listening = rx.recv_timeout(Duration::from_secs(30));
-    let names = thread_names(node.id());
+    // The log line can come before the HTTP workers' threads are spawned: wait for them
+    // (a jemalloc background thread, when enabled, starts with the first arena, before).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut names = thread_names(node.id());
+    while !names.iter().any(|n| n.starts_with("actix-rt")) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        names = thread_names(node.id());
+    }
     let _ = node.kill();
     let _ = node.wait();
     let listening = listening.expect("roomd logged that it listens");
