@@ -106,8 +106,10 @@ const VERSIONED: u8 = 0xFF;
 
 /// Encodes a stored value: the format header, then bincode.
 pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
-    let mut out = vec![VERSIONED, FORMAT_VERSION];
-    out.extend_from_slice(&encode_body(value)?);
+    // Written in place after the header (no second buffer and copy per entry).
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(&[VERSIONED, FORMAT_VERSION]);
+    bincode::serde::encode_into_std_write(value, &mut out, config()).map_err(|e| StoreError::Corrupt(e.to_string()))?;
     Ok(out)
 }
 

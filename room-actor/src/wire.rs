@@ -4,10 +4,23 @@
 
 use serde::Serialize;
 use serde_json::json;
-use std::fmt::Write;
 
 fn quoted(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned())
+    let mut out = String::with_capacity(s.len() + 2);
+    push_quoted(&mut out, s);
+    out
+}
+
+/// Appends `s` as a JSON string. Room ids, codes and the like need no escaping, so they
+/// are copied as they are; anything else goes through serde_json's escaping.
+fn push_quoted(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).unwrap_or_else(|_| "\"\"".to_owned()));
+    }
 }
 
 /// `{"t":"sync","room":R,"seq":N,"view":{…}}`
@@ -19,15 +32,30 @@ pub fn sync(room: &str, seq: u64, view_json: &str) -> String {
 pub fn update(room: &str, seq: u64, view_json: &str, events_json: &str) -> String {
     // Sized up front: a bare `format!` would regrow its buffer over a view of a few KB.
     let mut out = String::with_capacity(64 + room.len() + view_json.len() + events_json.len());
-    let room = quoted(room);
-    let _ = write!(out, r#"{{"t":"update","room":{room},"seq":{seq},"view":{view_json},"events":{events_json}}}"#);
+    out.push_str(r#"{"t":"update","room":"#);
+    push_quoted(&mut out, room);
+    out.push_str(r#","seq":"#);
+    out.push_str(itoa::Buffer::new().format(seq));
+    out.push_str(r#","view":"#);
+    out.push_str(view_json);
+    out.push_str(r#","events":"#);
+    out.push_str(events_json);
+    out.push('}');
     out
 }
 
 /// `{"t":"ack","room":R,"cs":7,"seq":42}`
 pub fn ack(room: &str, cs: u64, seq: u64) -> String {
     // Keys in the order serde_json's map writes them (sorted), as before.
-    format!(r#"{{"cs":{cs},"room":{},"seq":{seq},"t":"ack"}}"#, quoted(room))
+    let mut out = String::with_capacity(48 + room.len());
+    out.push_str(r#"{"cs":"#);
+    out.push_str(itoa::Buffer::new().format(cs));
+    out.push_str(r#","room":"#);
+    push_quoted(&mut out, room);
+    out.push_str(r#","seq":"#);
+    out.push_str(itoa::Buffer::new().format(seq));
+    out.push_str(r#","t":"ack"}"#);
+    out
 }
 
 /// `{"t":"reject","room":R,"cs":7,"code":"late","reason":"늦었어요"}`
@@ -145,6 +173,15 @@ mod tests {
                 update_v,
                 json!({"t": "update", "room": room, "seq": 3, "view": {"a": [1]}, "events": [{"e": 1}]})
             );
+        }
+    }
+
+    #[test]
+    fn quoted_strings_read_back_as_themselves() {
+        for s in ["", "r1", "방 1", "a\"b", "back\\slash", "tab\tnew\nline", "\u{1}", "\u{7f}\u{2028}"] {
+            let back: String = serde_json::from_str(&quoted(s)).unwrap();
+            assert_eq!(back, s);
+            assert_eq!(quoted(s), serde_json::to_string(s).unwrap(), "{s:?}");
         }
     }
 

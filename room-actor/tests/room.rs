@@ -280,3 +280,53 @@ async fn a_player_who_left_stays_timed_out_after_closing_or_reopening_their_sock
     }
     assert!(bob_moves >= 3, "bob was timed out {bob_moves} times");
 }
+
+/// Records each frame's text and the address of its bytes.
+struct RawCollector(tokio::sync::mpsc::UnboundedSender<(usize, String)>);
+
+impl actix::Actor for RawCollector {
+    type Context = actix::Context<Self>;
+}
+
+impl actix::Handler<room_actor::messages::ToClient> for RawCollector {
+    type Result = ();
+    fn handle(&mut self, msg: room_actor::messages::ToClient, _: &mut actix::Context<Self>) {
+        let _ = self.0.send((msg.text.as_ptr() as usize, msg.text.to_string()));
+    }
+}
+
+#[actix::test]
+async fn viewers_who_see_the_same_view_share_one_update_frame() {
+    use actix::Actor;
+    let node = Node::new(Clock::System);
+    let (room, _) = started_tally(&node, json!(10)).await;
+    let mut receivers = Vec::new();
+    for (session, user) in [(11, "alice"), (12, "bob"), (13, "stranger")] {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let out = RawCollector(tx).start().recipient();
+        room.subscribe(room_actor::messages::Subscribe {
+            session: room_actor::messages::SessionId(session),
+            user: user.into(),
+            out: out.into(),
+        })
+        .unwrap();
+        receivers.push(rx);
+    }
+    let mut alice = Client::new(1, "alice");
+    alice.act(&room, 1, json!({"type": "bump"}));
+    alice.next_of("ack").await;
+    let mut updates = Vec::new();
+    for rx in &mut receivers {
+        loop {
+            let (ptr, text) =
+                tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv()).await.unwrap().unwrap();
+            if text.contains(r#""t":"update""#) {
+                updates.push((ptr, text));
+                break;
+            }
+        }
+    }
+    // Tally hides nothing: both players and the spectator get one text, one allocation.
+    assert!(updates.iter().all(|u| u.1 == updates[0].1), "{updates:?}");
+    assert!(updates.iter().all(|u| u.0 == updates[0].0), "the frame was copied per viewer: {updates:?}");
+}

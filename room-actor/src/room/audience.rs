@@ -143,12 +143,18 @@ impl<G: Game> RoomActor<G> {
             error!(room = %self.id, error = %e, "view does not serialize");
             vec!["null".to_owned(); viewers.len()]
         });
+        // One frame per distinct view: viewers who see the same (a game without hidden
+        // information, spectators of a public table) share one text, built once.
         let mut texts: Vec<(Option<PlayerId>, ByteString)> = Vec::with_capacity(viewers.len());
+        let mut built: Vec<(String, ByteString)> = Vec::with_capacity(viewers.len());
         for (viewer, view) in viewers.iter().zip(views) {
-            let text = wire::update(&self.id, run.seq, &view, &events_json);
-            let shared = match texts.iter().find(|(_, t)| **t == *text) {
+            let shared = match built.iter().find(|(v, _)| *v == view) {
                 Some((_, same)) => same.clone(),
-                None => ByteString::from(text),
+                None => {
+                    let text = ByteString::from(wire::update(&self.id, run.seq, &view, &events_json));
+                    built.push((view, text.clone()));
+                    text
+                }
             };
             texts.push((viewer.cloned(), shared));
         }

@@ -106,6 +106,16 @@ impl Game for Tally {
         view::view(state, ctx)
     }
 
+    /// Everyone sees the same counter: serialized once per update, not once per viewer.
+    fn views_json(
+        state: &TallyState,
+        viewers: &[Option<&PlayerId>],
+        ctx: &ViewCtx<'_>,
+    ) -> Result<Vec<String>, serde_json::Error> {
+        let json = serde_json::to_string(&view::view(state, ctx))?;
+        Ok(vec![json; viewers.len()])
+    }
+
     fn active_players(state: &TallyState) -> Vec<PlayerId> {
         if state.is_over() {
             Vec::new()
