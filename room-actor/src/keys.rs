@@ -38,16 +38,27 @@ impl Keys {
         format!("{}:{{room:{room_id}}}", self.prefix)
     }
 
+    /// `<prefix>:{room:ID}:game:PK:<what>`, built in one allocation: the log and counter
+    /// keys are made for every append.
+    fn game_key(&self, room_id: &str, pk: &str, what: &str) -> String {
+        let parts = [self.prefix.as_str(), ":{room:", room_id, "}:game:", pk, ":", what];
+        let mut key = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+        for part in parts {
+            key.push_str(part);
+        }
+        key
+    }
+
     pub fn start(&self, room_id: &str, pk: &str) -> String {
-        format!("{}:game:{pk}:start", self.room(room_id))
+        self.game_key(room_id, pk, "start")
     }
 
     pub fn log(&self, room_id: &str, pk: &str) -> String {
-        format!("{}:game:{pk}:log", self.room(room_id))
+        self.game_key(room_id, pk, "log")
     }
 
     pub fn seq(&self, room_id: &str, pk: &str) -> String {
-        format!("{}:game:{pk}:seq", self.room(room_id))
+        self.game_key(room_id, pk, "seq")
     }
 
     pub fn snapshot(&self, room_id: &str, pk: &str) -> String {
@@ -78,7 +89,12 @@ impl Keys {
 
     /// The room's ownership lease (`node/epoch`), checked by every append.
     pub fn lease(&self, room_id: &str) -> String {
-        format!("{}:lease", self.room(room_id))
+        let parts = [self.prefix.as_str(), ":{room:", room_id, "}:lease"];
+        let mut key = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+        for part in parts {
+            key.push_str(part);
+        }
+        key
     }
 
     /// The room's public info (JSON), which is enough to restore it on another node.
@@ -146,6 +162,10 @@ mod tests {
         for key in [keys.start(room, &pk), keys.log(room, &pk), keys.seq(room, &pk), keys.lease(room)] {
             assert!(key.starts_with("roomd:{room:r_1}:"), "{key}");
         }
+        assert_eq!(keys.log(room, &pk), format!("roomd:{{room:r_1}}:game:{pk}:log"));
+        assert_eq!(keys.seq(room, &pk), format!("roomd:{{room:r_1}}:game:{pk}:seq"));
+        assert_eq!(keys.start(room, &pk), format!("roomd:{{room:r_1}}:game:{pk}:start"));
+        assert_eq!(keys.lease(room), "roomd:{room:r_1}:lease");
         assert_eq!(room_of("no-dot"), None);
         assert_eq!(room_of(".x"), None);
         assert_eq!(room_of("a{b}.x"), None);

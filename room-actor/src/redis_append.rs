@@ -394,7 +394,12 @@ impl Appender {
         for &i in fast {
             let p = &batch[i];
             let mut xadd = redis::cmd("XADD");
-            xadd.arg(&p.log).arg(format!("{}-{}", p.epoch, p.seq)).arg("e").arg(&p.bytes[..]);
+            let (mut epoch, mut seq) = (itoa::Buffer::new(), itoa::Buffer::new());
+            let mut id = String::with_capacity(41);
+            id.push_str(epoch.format(p.epoch));
+            id.push('-');
+            id.push_str(seq.format(p.seq));
+            xadd.arg(&p.log).arg(id).arg("e").arg(&p.bytes[..]);
             pipe.add_command(xadd);
         }
         if !checked.is_empty() {
