@@ -109,7 +109,7 @@ pub fn encode<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     // Written in place after the header (no second buffer and copy per entry).
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(&[VERSIONED, FORMAT_VERSION]);
-    bincode::serde::encode_into_std_write(value, &mut out, config()).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    encode_body_into(value, &mut out)?;
     Ok(out)
 }
 
@@ -127,6 +127,13 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
 /// Bare bincode, for frames that carry a version of their own (the cluster bus).
 pub fn encode_body<T: Serialize>(value: &T) -> Result<Vec<u8>, StoreError> {
     bincode::serde::encode_to_vec(value, config()).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+/// Bare bincode appended to `out`.
+pub fn encode_body_into<T: Serialize>(value: &T, out: &mut Vec<u8>) -> Result<(), StoreError> {
+    bincode::serde::encode_into_std_write(value, out, config())
+        .map(drop)
+        .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 /// Decodes bare bincode; every byte must be used.

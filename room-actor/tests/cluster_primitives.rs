@@ -253,7 +253,7 @@ async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_fl
         for envelope in delivered.envelopes {
             if let Envelope::Sessions { texts, items } = envelope {
                 for item in items {
-                    got.push((item.session, texts[item.text as usize].clone(), item.close));
+                    got.push((item.session, texts[item.text as usize].to_string(), item.close));
                 }
             }
         }

@@ -16,8 +16,8 @@
 
 use crate::error::StoreError;
 // Frames carry their own version byte: the envelope inside is bare bincode.
-use crate::log::{decode_body as decode, encode_body as encode};
-use crate::messages::RoomOpError;
+use crate::log::{decode_body as decode, encode_body_into as encode_into};
+use crate::messages::{ByteString, RoomOpError};
 use crate::metrics::RoomMetrics;
 use crate::redis_conn::{RedisTarget, ThreadConns};
 use futures_util::StreamExt;
@@ -86,10 +86,25 @@ pub struct SessionFrame {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Envelope {
-    Room { room: String, from: String, cmd: RoomCmd },
-    Sessions { texts: Vec<String>, items: Vec<SessionFrame> },
-    Reply { req: u64, reply: Reply },
-    Node { from: String, cmd: NodeCmd },
+    Room {
+        room: String,
+        from: String,
+        cmd: RoomCmd,
+    },
+    /// `texts` are the frames' texts as the rooms built them (bincode writes them as
+    /// strings): a text crosses without a copy into a `String` on either side.
+    Sessions {
+        texts: Vec<ByteString>,
+        items: Vec<SessionFrame>,
+    },
+    Reply {
+        req: u64,
+        reply: Reply,
+    },
+    Node {
+        from: String,
+        cmd: NodeCmd,
+    },
 }
 
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
@@ -104,11 +119,11 @@ fn unix_micros(at: SystemTime) -> u64 {
 
 /// Frames `envelopes` (delivered in this order) as sent at `at`.
 pub fn encode_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
-    let body = encode(&envelopes)?;
-    let mut frame = Vec::with_capacity(HEADER + body.len());
+    let mut frame = Vec::with_capacity(HEADER + 256);
     frame.push(FRAME_VERSION);
     frame.extend_from_slice(&unix_micros(at).to_le_bytes());
-    frame.extend_from_slice(&body);
+    // The envelopes written in place after the header (no second buffer and copy).
+    encode_into(&envelopes, &mut frame)?;
     Ok(frame)
 }
 
@@ -159,12 +174,20 @@ impl Publisher {
     /// first of them was sent): whether anyone heard it (`false`: nobody listens there,
     /// the node is gone); `Unavailable` when Redis fails.
     pub async fn send(&self, node: &str, envelopes: &[Envelope], at: SystemTime) -> Result<bool, StoreError> {
+        self.send_on(&self.channel(node), envelopes, at).await
+    }
+
+    /// `node`'s channel, for a sender that publishes there again and again
+    /// ([`Self::send_on`]).
+    pub fn channel(&self, node: &str) -> String {
+        channel(&self.prefix, node)
+    }
+
+    /// [`Self::send`] to a channel named by [`Self::channel`].
+    pub async fn send_on(&self, channel: &str, envelopes: &[Envelope], at: SystemTime) -> Result<bool, StoreError> {
         let bytes = encode_frame(envelopes, at)?;
         let conn = self.conns.get().await?;
-        let receivers = conn
-            .publish(&channel(&self.prefix, node), bytes)
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let receivers = conn.publish(channel, bytes).await.map_err(|e| StoreError::Unavailable(e.to_string()))?;
         Ok(receivers > 0)
     }
 }
@@ -332,6 +355,7 @@ async fn listen_sharded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::log::encode_body as encode;
 
     fn metrics() -> RoomMetrics {
         RoomMetrics::unregistered().unwrap()
@@ -421,6 +445,26 @@ mod tests {
         let before = Before { status: 409, code: "room_full".into(), reason: "자리가 없어요".into() };
         assert_eq!(encode(&now).unwrap(), encode(&before).unwrap());
         assert_eq!(decode::<RoomOpError>(&encode(&before).unwrap()).unwrap(), now);
+    }
+
+    #[test]
+    fn session_texts_are_encoded_as_the_strings_they_always_were() {
+        // `Envelope::Sessions` carries `ByteString`s; their bytes are those of the former
+        // `Vec<String>`, so frames keep their version.
+        #[derive(Serialize)]
+        enum Before {
+            #[allow(dead_code)]
+            Room,
+            Sessions {
+                texts: Vec<String>,
+                items: Vec<SessionFrame>,
+            },
+        }
+        let items = vec![SessionFrame { session: 7, text: 0, close: false, stale_route: None }];
+        let now = Envelope::Sessions { texts: vec![ByteString::from("{\"t\":\"update\"}")], items: items.clone() };
+        let before = Before::Sessions { texts: vec!["{\"t\":\"update\"}".into()], items };
+        assert_eq!(encode(&now).unwrap(), encode(&before).unwrap());
+        assert_eq!(decode::<Envelope>(&encode(&before).unwrap()).unwrap(), now);
     }
 
     #[test]

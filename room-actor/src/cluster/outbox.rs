@@ -141,6 +141,7 @@ async fn drain(
     own: mpsc::UnboundedSender<Item>,
 ) {
     let Queue { node, publisher, window } = queue;
+    let channel = publisher.channel(&node);
     let mut pace = Pace::new(window);
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
@@ -157,7 +158,7 @@ async fn drain(
         }
         pace.cut(batch.distinct);
         let (envelopes, waiters, sessions) = batch.finish();
-        let (result, gone) = match publisher.send(&node, &envelopes, first_at).await {
+        let (result, gone) = match publisher.send_on(&channel, &envelopes, first_at).await {
             Ok(true) => (Ok(()), false),
             Ok(false) => (Err(StoreError::Unavailable(format!("no node listens on {node}'s channel"))), true),
             Err(e) => (Err(e), false),
@@ -200,9 +201,12 @@ struct Batch {
     distinct: usize,
     text_bytes: usize,
     sessions: usize,
-    texts: Vec<String>,
+    texts: Vec<ByteString>,
     frames: Vec<SessionFrame>,
-    index: HashMap<ByteString, u32>,
+    /// Each text's index by the address of its bytes: a room hands every subscriber of
+    /// an update the same `ByteString`, so equal texts are found without hashing their
+    /// content. `texts` holds them, so an address names one text for the batch's life.
+    index: HashMap<(usize, usize), u32>,
 }
 
 impl Batch {
@@ -217,14 +221,15 @@ impl Batch {
             }
             Item::Session { session, msg } => {
                 self.sessions += 1;
-                let text = match self.index.get(&msg.text) {
+                let key = (msg.text.as_ptr() as usize, msg.text.len());
+                let text = match self.index.get(&key) {
                     Some(i) => *i,
                     None => {
                         self.distinct += 1;
                         let i = self.texts.len() as u32;
                         self.text_bytes += msg.text.len();
-                        self.texts.push(msg.text.to_string());
-                        self.index.insert(msg.text.clone(), i);
+                        self.index.insert(key, i);
+                        self.texts.push(msg.text.clone());
                         i
                     }
                 };

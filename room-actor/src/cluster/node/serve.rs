@@ -13,8 +13,8 @@ use crate::cluster::outbox::RemoteOut;
 use crate::directory::RoomHandle;
 use crate::error::StoreError;
 use crate::messages::{
-    Act, ByteString, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RttSample, SessionId, Start, Subscribe,
-    TakeSeat, ToClient, Unsubscribe,
+    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RttSample, SessionId, Start, Subscribe, TakeSeat,
+    ToClient, Unsubscribe,
 };
 use crate::sessions::Sessions;
 use crate::wire;
@@ -99,7 +99,6 @@ impl ClusterNode {
         match envelope {
             Envelope::Sessions { texts, items } => {
                 // One shared text per update, however many of this node's sessions see it.
-                let texts: Vec<ByteString> = texts.into_iter().map(ByteString::from).collect();
                 let dropped = items.iter().filter(|i| i.text as usize >= texts.len()).count();
                 if dropped > 0 {
                     warn!(dropped, "session messages naming a text the frame does not carry dropped");
