@@ -11,6 +11,8 @@
 #   MODE=cluster benches/callgrind.sh             # node 1 of two cluster nodes on a private
 #                                                 # redis-server; its count is doubled to
 #                                                 # price an action on both nodes
+#   MODE=cluster DIRECT=1 benches/callgrind.sh    # the same with every player on its room's
+#                                                 # owner (loadgen --direct): no hop between nodes
 #   OUT=/tmp/cg benches/callgrind.sh              # keep the profile there, then:
 #   callgrind_annotate --auto=no --inclusive=yes /tmp/cg/callgrind.out.1 | head -60
 #
@@ -61,13 +63,15 @@ if [[ $MODE == cluster ]]; then
   PIDS+=($!)
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   ENV+=(ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/" ROOMD__REDIS__PREFIX="cg$$")
-  env "${ENV[@]}" ROOMD__HTTP__PORT="$PORT2" ROOMD__NODE__ID=cg-2 taskset -c 0 "$ROOMD_BIN" >"$OUT/roomd-2.log" 2>&1 &
+  env "${ENV[@]}" ROOMD__HTTP__PORT="$PORT2" ROOMD__NODE__ID=cg-2 ROOMD__NODE__PUBLIC_URL="http://127.0.0.1:$PORT2" \
+    taskset -c 0 "$ROOMD_BIN" >"$OUT/roomd-2.log" 2>&1 &
   PIDS+=($!)
   URLS="$URLS,http://127.0.0.1:$PORT2"
 else
   ENV+=(ROOMD__STORE__KIND=memory)
 fi
-env "${ENV[@]}" ROOMD__HTTP__PORT="$PORT" ROOMD__NODE__ID=cg-1 taskset -c 0 valgrind --tool=callgrind \
+env "${ENV[@]}" ROOMD__HTTP__PORT="$PORT" ROOMD__NODE__ID=cg-1 ROOMD__NODE__PUBLIC_URL="http://127.0.0.1:$PORT" \
+  taskset -c 0 valgrind --tool=callgrind \
   --instr-atstart=no --callgrind-out-file="$OUT/callgrind.out" --compress-strings=no --compress-pos=no \
   "$ROOMD_BIN" >"$OUT/roomd-1.log" 2>&1 &
 VALGRIND=$!
@@ -81,7 +85,9 @@ applied() { # actions applied so far, summed over the nodes
   local url
   for url in ${URLS//,/ }; do curl -s "$url/metrics"; done | awk '/^roomd_actions_applied_total/ { s += $2 } END { print s + 0 }'
 }
-taskset -c 1 "$LOADGEN" --url "$URLS" --game "$GAME" --rooms "$ROOMS" --interval-ms "$INTERVAL_MS" \
+DIRECT_ARG=()
+[[ -n "${DIRECT:-}" ]] && DIRECT_ARG=(--direct)
+taskset -c 1 "$LOADGEN" --url "$URLS" "${DIRECT_ARG[@]}" --game "$GAME" --rooms "$ROOMS" --interval-ms "$INTERVAL_MS" \
   --duration "$((WINDOW_S + RAMP_S + 5))s" --ramp-timeout 120s --quiet --json >"$OUT/loadgen.json" 2>"$OUT/loadgen.err" &
 LOADGEN_PID=$!
 PIDS+=("$LOADGEN_PID")
@@ -97,4 +103,4 @@ actions=$((after - before))
 [[ $actions -gt 0 && -n $ir ]] || { echo "nothing counted (actions $actions, Ir '$ir'); see $OUT" >&2; exit 1; }
 per=$((ir / actions))
 [[ $MODE == cluster ]] && per=$((2 * per))
-echo "mode=$MODE game=$GAME actions=$actions instructions=$ir per_action=$per profile=$OUT/callgrind.out.1"
+echo "mode=$MODE${DIRECT:+ direct} game=$GAME actions=$actions instructions=$ir per_action=$per profile=$OUT/callgrind.out.1"
