@@ -165,7 +165,9 @@ const ROUTE_RETRY: Duration = Duration::from_secs(1);
 /// wakes (every frame it sends or receives), so the heartbeat, the route checks and the
 /// token's expiry share one, as long as the longest whole number of seconds both
 /// cadences are multiples of: the heartbeat runs every `heartbeat_every`th tick, the
-/// route check (cluster mode) every `routes_every`th (0: never).
+/// route check (cluster mode) every `routes_every`th (0: never). The tick itself runs on
+/// a task of its own that messages the session ([`Tick`], [`tick_every`]), so a wake of
+/// the session for a frame polls no timer at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Ticks {
     tick: Duration,
@@ -521,17 +523,7 @@ impl Actor for WsSession {
         self.state.metrics.sessions.inc();
         let ticks = Ticks::new(self.state.settings.ws.heartbeat_s, self.state.cluster.is_some());
         self.arm_expiry(ctx, ticks.tick);
-        ctx.run_interval(ticks.tick, move |act, ctx| {
-            act.ticks += 1;
-            if ticks.heartbeat(act.ticks) && !act.heartbeat(ctx) {
-                return;
-            }
-            // Rooms move only between cluster nodes.
-            if ticks.routes(act.ticks) {
-                act.recheck_routes(ctx);
-            }
-            act.arm_expiry(ctx, ticks.tick);
-        });
+        actix::spawn(tick_every(ctx.address().downgrade(), ticks));
         let _span = info_span!("session", session_id = self.id.0, user_id = %self.user).entered();
         debug!("socket open");
     }
@@ -546,6 +538,48 @@ impl Actor for WsSession {
                 route.unsubscribe(caller);
             }
         }
+    }
+}
+
+/// One tick of a session's timer (see [`Ticks`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+struct Tick(Ticks);
+
+/// Sends `session` a [`Tick`] every `ticks.tick` until it is gone. A task of its own, not
+/// an interval of the actor's context: actix polls every item of a context on each of its
+/// wakes, and a socket wakes for every frame it sends or receives.
+async fn tick_every<A>(session: actix::WeakAddr<A>, ticks: Ticks)
+where
+    A: Actor + Handler<Tick>,
+    A::Context: actix::dev::ToEnvelope<A, Tick>,
+{
+    let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + ticks.tick, ticks.tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        // `upgrade` is `None` once the session stopped (its mailbox disconnected).
+        match session.upgrade() {
+            // Past the mailbox's bound: a tick is never dropped for a busy socket.
+            Some(addr) => addr.do_send(Tick(ticks)),
+            None => return,
+        }
+    }
+}
+
+impl Handler<Tick> for WsSession {
+    type Result = ();
+
+    fn handle(&mut self, Tick(ticks): Tick, ctx: &mut Self::Context) {
+        self.ticks += 1;
+        if ticks.heartbeat(self.ticks) && !self.heartbeat(ctx) {
+            return;
+        }
+        // Rooms move only between cluster nodes.
+        if ticks.routes(self.ticks) {
+            self.recheck_routes(ctx);
+        }
+        self.arm_expiry(ctx, ticks.tick);
     }
 }
 
@@ -654,6 +688,36 @@ mod tests {
         assert!(sent.due(300));
         assert!(!sent.due(329), "within a tenth is the same");
         assert!(sent.due(331));
+    }
+
+    /// Counts its ticks and stops after the second.
+    struct Ticked(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+    impl Actor for Ticked {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<Tick> for Ticked {
+        type Result = ();
+        fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
+            if self.0.fetch_add(1, Ordering::SeqCst) + 1 == 2 {
+                ctx.stop();
+            }
+        }
+    }
+
+    #[actix::test]
+    async fn the_tick_task_messages_its_session_each_tick_and_ends_with_it() {
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let ticks = Ticks { tick: Duration::from_millis(20), heartbeat_every: 1, routes_every: 0 };
+        let addr = Ticked(count.clone()).start();
+        let task = actix::spawn(tick_every(addr.downgrade(), ticks));
+        // Two ticks, the actor stops after the second (its address still held, as the
+        // node's session table holds a socket's), and the task ends at the third instead
+        // of ticking on.
+        tokio::time::timeout(Duration::from_secs(10), task).await.expect("the tick task ends").unwrap();
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+        assert!(!addr.connected());
     }
 
     #[test]
