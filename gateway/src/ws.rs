@@ -19,7 +19,6 @@ use room_actor::room_ref::{Caller, Lookup, Missing, RouteLost};
 use room_actor::sessions::Session;
 use room_actor::{wire, RoomRef};
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -88,7 +87,7 @@ pub async fn upgrade(
         id: SessionId(state.next_session.fetch_add(1, Ordering::Relaxed)),
         user: user.clone(),
         state: state.clone(),
-        rooms: HashMap::new(),
+        rooms: room_actor::FastMap::default(),
         watching: std::collections::HashSet::new(),
         last_seen: Instant::now(),
         ping_sent: None,
@@ -127,7 +126,7 @@ pub struct WsSession {
     state: web::Data<AppState>,
     /// Each room this socket watches or acts in (a cache: dropped when a room moves,
     /// looked up again on the next message or route check).
-    rooms: HashMap<String, RoomRef>,
+    rooms: room_actor::FastMap<String, RoomRef>,
     /// Rooms the client subscribed to: they are subscribed again wherever they move.
     watching: std::collections::HashSet<String>,
     last_seen: Instant,

@@ -8,7 +8,6 @@ use crate::messages::{
 };
 use actix::prelude::*;
 use engine::PlayerId;
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 /// Everything that talks to a room, without knowing its game type: the room's one
@@ -61,7 +60,7 @@ struct Entry {
 /// across an await.
 #[derive(Default)]
 pub struct Directory {
-    rooms: RwLock<HashMap<String, Entry>>,
+    rooms: RwLock<crate::FastMap<String, Entry>>,
 }
 
 impl Directory {

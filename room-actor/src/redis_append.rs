@@ -60,7 +60,6 @@ use crate::pace::{gather, Pace};
 use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, Script, Value};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
@@ -143,7 +142,7 @@ pub(crate) struct Appender {
     fast: Arc<AtomicBool>,
     /// The queues' canary keys start with this (each adds an id of its own).
     canary: String,
-    queues: Mutex<HashMap<ThreadId, mpsc::UnboundedSender<Pending>>>,
+    queues: Mutex<crate::FastMap<ThreadId, mpsc::UnboundedSender<Pending>>>,
     pub stats: Arc<BatchStats>,
 }
 
@@ -496,7 +495,7 @@ struct Queue {
     canary: Option<i64>,
     since_refresh: u32,
     /// Per log: the token and seq of the last entry this queue stored there, and when.
-    known: HashMap<String, Known>,
+    known: crate::FastMap<String, Known>,
     swept: Instant,
 }
 
@@ -513,7 +512,7 @@ impl Queue {
             canary_key: format!("{canary_base}:{id}"),
             canary: None,
             since_refresh: 0,
-            known: HashMap::new(),
+            known: crate::FastMap::default(),
             swept: Instant::now(),
         }
     }

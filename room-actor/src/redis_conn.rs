@@ -18,7 +18,6 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -231,7 +230,7 @@ impl ConnectionLike for RedisConn {
 /// system, a test's runtime): the next call on that thread makes a new one.
 pub struct ThreadConns {
     target: RedisTarget,
-    conns: Mutex<HashMap<ThreadId, (RedisConn, mpsc::UnboundedSender<()>)>>,
+    conns: Mutex<crate::FastMap<ThreadId, (RedisConn, mpsc::UnboundedSender<()>)>>,
 }
 
 impl ThreadConns {

@@ -5,7 +5,6 @@
 
 use crate::messages::{Notice, ToClient};
 use actix::prelude::*;
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// One open session's mailboxes.
@@ -20,7 +19,7 @@ pub struct Session {
 /// across an await.
 #[derive(Default)]
 pub struct Sessions {
-    open: Mutex<HashMap<u64, Session>>,
+    open: Mutex<crate::FastMap<u64, Session>>,
 }
 
 impl Sessions {

@@ -24,7 +24,6 @@ use crate::cluster::bus::{Envelope, Publisher, SessionFrame};
 use crate::error::StoreError;
 use crate::messages::{ByteString, ToClient};
 use crate::pace::{gather, Pace};
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
@@ -74,7 +73,7 @@ pub struct Outboxes {
     publisher: Publisher,
     /// How long a frame's first message waits for others (zero: not at all).
     window: Duration,
-    queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Item>>>>,
+    queues: Arc<Mutex<crate::FastMap<String, mpsc::UnboundedSender<Item>>>>,
 }
 
 impl Outboxes {
@@ -137,7 +136,7 @@ struct Queue {
 async fn drain(
     queue: Queue,
     mut rx: mpsc::UnboundedReceiver<Item>,
-    queues: Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Item>>>>,
+    queues: Arc<Mutex<crate::FastMap<String, mpsc::UnboundedSender<Item>>>>,
     own: mpsc::UnboundedSender<Item>,
 ) {
     let Queue { node, publisher, window } = queue;
@@ -206,7 +205,7 @@ struct Batch {
     /// Each text's index by the address of its bytes: a room hands every subscriber of
     /// an update the same `ByteString`, so equal texts are found without hashing their
     /// content. `texts` holds them, so an address names one text for the batch's life.
-    index: HashMap<(usize, usize), u32>,
+    index: crate::FastMap<(usize, usize), u32>,
 }
 
 impl Batch {

@@ -15,7 +15,6 @@
 //! points (or there is no holder, or the board has not read the room yet). A route to a
 //! room on another node is on the board from the moment the session takes it.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -36,9 +35,9 @@ pub struct RouteBoard {
 #[derive(Default)]
 struct Inner {
     /// Rooms asked about, with when they were last asked.
-    asked: HashMap<String, Instant>,
+    asked: crate::FastMap<String, Instant>,
     /// The holder node each room had at the last read (`None`: no lease then).
-    holders: HashMap<String, Option<String>>,
+    holders: crate::FastMap<String, Option<String>>,
 }
 
 impl RouteBoard {

@@ -7,7 +7,7 @@ use crate::wire;
 use actix::prelude::*;
 use engine::schedule::Presence;
 use engine::{Game, PlayerId, ViewCtx};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use tracing::{error, warn};
 
 pub(super) struct Sub {
@@ -18,9 +18,9 @@ pub(super) struct Sub {
 
 #[derive(Default)]
 pub(super) struct Audience {
-    pub(super) subs: HashMap<SessionId, Sub>,
+    pub(super) subs: crate::FastMap<SessionId, Sub>,
     /// Open sessions per seated user; a seated human with none is disconnected.
-    pub(super) sessions_of: HashMap<PlayerId, usize>,
+    pub(super) sessions_of: crate::FastMap<PlayerId, usize>,
     pub(super) disconnected_since: BTreeMap<PlayerId, i64>,
     /// Players who left the running game: away for good, whatever their sockets do
     /// (watching again does not give their grace back).

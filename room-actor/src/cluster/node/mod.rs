@@ -83,7 +83,7 @@ pub struct ClusterNode {
     pub outboxes: Outboxes,
     deps: RoomDeps,
     /// Rooms whose lease this node holds, with the token.
-    held: Mutex<HashMap<String, String>>,
+    held: Mutex<crate::FastMap<String, String>>,
     /// This node's own sockets, for messages arriving from rooms elsewhere (the node's
     /// one session registry: the gateway uses the same).
     sessions: Arc<Sessions>,
@@ -157,7 +157,7 @@ impl ClusterNode {
             config,
             store,
             deps,
-            held: Mutex::new(HashMap::new()),
+            held: Mutex::default(),
             sessions: Arc::new(Sessions::new()),
             pending: Mutex::new(HashMap::new()),
             next_req: AtomicU64::new(1),
