@@ -76,6 +76,12 @@ fn benches(c: &mut Criterion) {
     group.bench_function("view_json", |b| {
         b.iter(|| serde_json::to_vec(&HalliGalli::view(black_box(&correct), Some(&me), &vctx)))
     });
+    // What a room runs after each change: the JSON of every viewer's view, the table
+    // serialized once (four players and a spectator).
+    let viewers: Vec<Option<PlayerId>> =
+        ["a", "b", "c", "d"].iter().map(|n| Some(PlayerId::from(*n))).chain([None]).collect();
+    let viewers: Vec<Option<&PlayerId>> = viewers.iter().map(Option::as_ref).collect();
+    group.bench_function("views_json_5", |b| b.iter(|| HalliGalli::views_json(black_box(&correct), &viewers, &vctx)));
     group.finish();
 }
 
