@@ -35,6 +35,20 @@ use tokio_tungstenite::tungstenite::Message;
 
 /// How long clients wait after the window for answers to actions in flight.
 pub const DRAIN: Duration = Duration::from_secs(3);
+/// Halli Galli and cockroach poker: each room's players hold their first move for a
+/// random part of this after the window opens. Every room's game started in the ramp but
+/// nobody moved until the window, so without it all rooms moved at once and stayed in step
+/// (one wave of ~4,500 flips every ~0.9 s at 4,500 rooms: a Halli Galli turn is the 600 ms
+/// flip guard plus the reaction), a load no server sees from players who sat down at
+/// different times. One second is about a Halli Galli turn.
+pub const STAGGER: Duration = Duration::from_secs(1);
+
+/// When in [`STAGGER`] the room of the client seeded `seed` starts to move: the same for
+/// the four players of a room (their seeds differ in the two low bits, see
+/// `runner::start_clients`), spread evenly over rooms.
+pub fn room_phase(seed: u128) -> Duration {
+    STAGGER.mul_f64(Rng::from_seed(Seed(seed >> 2)).next())
+}
 /// Recent updates a client remembers to match acks against.
 const RECENT_UPDATES: usize = 256;
 
@@ -220,6 +234,10 @@ pub struct Client {
     /// Halli-galli: the table version a ring was last planned for.
     ring_planned_for: Option<u64>,
     last_view: Option<HgView>,
+    /// Halli Galli and cockroach poker: no move is planned before this (see [`STAGGER`]).
+    not_before: Instant,
+    /// This client's room's start within [`STAGGER`].
+    room_phase: Duration,
     /// Cockroach poker: the latest view (with its seq) and the seq last acted on.
     cp_view: Option<(u64, Value)>,
     cp_acted: Option<u64>,
@@ -232,6 +250,7 @@ impl Client {
     pub fn new(cfg: Arc<Config>, player: Player, seed: u128, rec: Arc<Mutex<Recorder>>, hold: Arc<Hold>) -> Client {
         let mut rng = Rng::from_seed(Seed(seed));
         let offset = rng.next();
+        let room_phase = room_phase(seed);
         hold.join();
         Client {
             cfg,
@@ -248,6 +267,8 @@ impl Client {
             flip_planned: false,
             ring_planned_for: None,
             last_view: None,
+            not_before: Instant::now(),
+            room_phase,
             cp_view: None,
             cp_acted: None,
             updates: 0,
@@ -294,6 +315,7 @@ impl Client {
                     tick = tokio::time::interval_at(g.start + offset, self.cfg.interval);
                     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 }
+                self.not_before = g.start + self.room_phase;
                 if let Some(view) = self.last_view.take() {
                     self.on_view(view);
                 }
@@ -568,7 +590,7 @@ impl Client {
         if self.cp_acted != Some(seq) {
             if let Some(action) = cockroach_action(&view, &self.player.me, &mut self.rng) {
                 self.cp_acted = Some(seq);
-                let at = Instant::now() + self.reaction();
+                let at = Instant::now().max(self.not_before) + self.reaction();
                 self.plans.push(Planned { at, action });
             }
         }
@@ -608,7 +630,7 @@ impl Client {
             self.last_view = Some(view);
             return;
         }
-        let now = Instant::now();
+        let now = Instant::now().max(self.not_before);
         let my_turn = view.turn.as_deref() == Some(self.player.me.as_str());
         if !my_turn {
             self.flip_planned = false;
@@ -634,5 +656,29 @@ impl Client {
             }
         }
         self.last_view = Some(view);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rooms_players_start_together_and_rooms_spread_over_the_stagger() {
+        // As runner::start_clients seeds them: run seed high, room * 4 + player low.
+        let seed = |room: u128, k: u128| (7u128 << 64) | (room * 4 + k);
+        for room in 0..100 {
+            let phase = room_phase(seed(room, 0));
+            for k in 1..4 {
+                assert_eq!(room_phase(seed(room, k)), phase, "room {room} player {k}");
+            }
+        }
+        let phases: Vec<Duration> = (0..1000).map(|room| room_phase(seed(room, 0))).collect();
+        assert!(phases.iter().all(|p| *p < STAGGER));
+        for tenth in 0..10 {
+            let n =
+                phases.iter().filter(|p| (p.as_secs_f64() / STAGGER.as_secs_f64() * 10.0) as usize == tenth).count();
+            assert!((50..=150).contains(&n), "{n} of 1,000 rooms in tenth {tenth} of the stagger");
+        }
     }
 }
