@@ -38,7 +38,8 @@ servers
 load
   --game GAME           tally (bumps on a schedule; option target null), halli-galli
                         (flip on turn, ring on five) or cockroach-poker (offer, peek,
-                        pass, call at random)                         [default tally]
+                        pass, call at random); in both games each room starts moving
+                        at a random point of the window's first second [default tally]
                         e.g. --game halli-galli
   --rooms N             rooms to create, 4 player sockets each         [default 10]
                         e.g. --rooms 1000

@@ -13,7 +13,8 @@
 //! - **halli-galli**: flip when the view's turn is ours and `canFlip`, ring on five of a
 //!   fruit (or wrongly / stale with `--bad-ring-rate`), each after `--reaction-ms` (+0–50 %);
 //!   the host restarts a finished game. Each action's latency runs from the time it was
-//!   planned for.
+//!   planned for. Each room's players make their first move at a random point of the
+//!   window's first second ([`STAGGER`]), as tables that sat down at different times do.
 //! - **cockroach-poker**: the player whose move it is (the starter offers a random card
 //!   with a true or false claim to a random player; the holder peeks, passes or calls at
 //!   random) acts after `--reaction-ms`; the host restarts a finished game. Same latency.
