@@ -55,11 +55,6 @@ pub mod threads;
 pub mod wire;
 
 pub use directory::{Directory, RoomHandle};
-
-/// The maps on the hot path (sessions, outboxes, append queues, a room's audience, the
-/// directory): std's `HashMap` with foldhash instead of SipHash, which took ~2 % of a
-/// cluster node's instructions (callgrind). Seeded per process like std's.
-pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 pub use error::{RebuildError, StoreError};
 pub use file_store::FileStore;
 pub use info::{RoomInfo, RoomStatus};
@@ -67,3 +62,8 @@ pub use redis_store::RedisStore;
 pub use room::{RoomActor, RoomDeps};
 pub use room_ref::{RoomRef, Rooms};
 pub use store::{MemoryStore, RoomStore};
+
+/// The maps on the hot path (sessions, outboxes, append queues, a room's audience, the
+/// directory): std's `HashMap` with foldhash instead of SipHash, which took ~2 % of a
+/// cluster node's instructions (callgrind). Seeded per process like std's.
+pub type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

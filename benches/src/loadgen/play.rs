@@ -480,15 +480,14 @@ impl Client {
         // ~1.4 KB of view, and loadgen's one core parses ~24,000 of them a second at 4,500
         // rooms); anything that does not read so (a message whose `view` is another shape)
         // takes the two-step path below.
-        let mut hg_view = None;
-        let parsed = match self.cfg.game {
-            GameKind::HalliGalli => serde_json::from_str::<HgMessage>(text).ok().map(|m| {
-                hg_view = m.view;
-                Envelope { t: m.t, seq: m.seq, cs: m.cs, code: m.code }
-            }),
-            _ => None,
+        let (env, hg_view) = match self.cfg.game {
+            GameKind::HalliGalli => match serde_json::from_str::<HgMessage>(text) {
+                Ok(m) => (Ok(Envelope { t: m.t, seq: m.seq, cs: m.cs, code: m.code }), m.view),
+                Err(_) => (serde_json::from_str(text), None),
+            },
+            _ => (serde_json::from_str(text), None),
         };
-        let env: Envelope = match parsed.map_or_else(|| serde_json::from_str(text), Ok) {
+        let env: Envelope = match env {
             Ok(e) => e,
             Err(e) => return self.error(format!("bad server message ({e}): {text:.200}")),
         };
