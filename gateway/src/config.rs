@@ -176,9 +176,10 @@ pub struct Cluster {
     pub drain_grace_s: u64,
     /// Membership heartbeat interval (ms); a node is dead after three missed beats.
     pub heartbeat_ms: u64,
-    /// How long a Redis batch (log appends; a frame to another node) may wait after its
-    /// first item for more (ms; 0 = never): only while its queue is busy enough to fill
-    /// the window (`room_actor::pace`).
+    /// The longest a Redis batch (log appends; a frame to another node) may wait after
+    /// its first item for more (ms; 0 = never): only while its queue is busy enough to
+    /// bring two more within it, and then only as long as its rate takes to bring five
+    /// (`room_actor::pace`).
     pub batch_window_ms: u64,
 }
 
@@ -192,7 +193,7 @@ impl Cluster {
         if self.batch_window_ms > MAX_BATCH_WINDOW_MS {
             return Err(format!(
                 "ROOMD__CLUSTER__BATCH_WINDOW_MS {}: at most {MAX_BATCH_WINDOW_MS} ms (it adds that much latency to \
-                 every busy hop; 1-2 ms is the useful range, 0 turns it off)",
+                 every busy hop; 1-10 ms is the useful range, 0 turns it off)",
                 self.batch_window_ms
             ));
         }
@@ -272,7 +273,7 @@ impl Settings {
             .set_default("cluster.lease_ms", 3000)?
             .set_default("cluster.drain_grace_s", 20)?
             .set_default("cluster.heartbeat_ms", 500)?
-            .set_default("cluster.batch_window_ms", 1)?
+            .set_default("cluster.batch_window_ms", 5)?
             .set_default("ws.max_frame_bytes", 64 * 1024)?
             .set_default("ws.rate_per_s", 30)?
             .set_default("ws.burst", 60)?

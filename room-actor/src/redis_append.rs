@@ -43,12 +43,13 @@
 //!
 //! Before it cuts a batch the task lets the rest of its thread's tick run
 //! ([`let_the_tick_finish`]), so the rooms woken in the same round add their entries.
-//! A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, 1 ms by default) makes the task
-//! wait that long after a batch's first entry before it takes the rest, but only while
-//! the queue is busy enough to fill it (`pace.rs`): at a steady rate the entries are
-//! spread in time, and what gathers while one batch is in flight is only what arrived
-//! in one round trip (1–2 entries here); a window of a millisecond gathers several times
-//! that, for that much more latency per action. A quiet queue never waits.
+//! A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, at most 5 ms by default) makes the
+//! task wait after a batch's first entry before it takes the rest, but only while the
+//! queue is busy enough to fill it, and only as long as its rate takes to bring five
+//! more (`pace.rs`): at a steady rate the entries are spread in time, and what
+//! gathers while one batch is in flight is only what arrived in one round trip (1–2
+//! entries here); the wait gathers several times that, for that much more latency per
+//! action. A quiet queue never waits.
 //!
 //! A Redis Cluster keeps one `EVALSHA` of `lua/append.lua` per append (a script may
 //! touch one slot only, and rooms are spread over slots); the cluster connection

@@ -10,9 +10,10 @@
 //! ([`let_the_tick_finish`](crate::redis_append::let_the_tick_finish)): what the rooms
 //! woken in the same round send goes in the same frame.
 //!
-//! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, 1 ms by default) the task
-//! waits that long after a frame's first message before it takes the rest, while the
-//! destination is busy enough to fill it (`pace.rs`): fewer, larger publishes for that
+//! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, at most 5 ms by default) the
+//! task waits after a frame's first message before it takes the rest, while the
+//! destination is busy enough to fill it, as long as its rate takes to bring five more
+//! (`pace.rs`): fewer, larger publishes for that
 //! much more latency per hop where they pay, and no wait on a quiet one. The frame is
 //! stamped with the time its first message was taken, so the hop a ring is credited
 //! with (`bus.rs`) includes the window it waited.
