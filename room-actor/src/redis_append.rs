@@ -31,8 +31,9 @@
 //! unless the request certainly never ran, and each room resolves its own entry by reading
 //! the log back, as it does for a single append. The queue then forgets what it knew.
 //!
-//! Order: a room has at most one append in flight (its mailbox waits for it), the queue
-//! is first in, first out, and a batch's commands run in queue order.
+//! Order: a room has at most one append in flight (its mailbox waits for it), an entry
+//! joins the queue when the room asks for its append (not when its future is first
+//! polled), the queue is first in, first out, and a batch's commands run in queue order.
 //!
 //! Threads: each thread that appends (an actix arbiter: the rooms on it) has its own
 //! queue, task and Redis connection, all on that thread. A room's append then crosses no
@@ -105,6 +106,17 @@ struct Pending {
     /// The token's lease epoch (its ids' first part); 0 without a token.
     epoch: u64,
     done: oneshot::Sender<Result<Appended, StoreError>>,
+}
+
+/// An entry in its queue: resolves to its outcome once its batch ran.
+pub struct Queued(oneshot::Receiver<Result<Appended, StoreError>>);
+
+impl Queued {
+    pub async fn outcome(self) -> Result<Appended, StoreError> {
+        self.0
+            .await
+            .unwrap_or_else(|_| Err(StoreError::Unknown("the append queue stopped with the entry in it".into())))
+    }
 }
 
 /// The epoch in an owner token `node/epoch` (0 for no token, or one without an epoch).
@@ -199,9 +211,11 @@ impl Appender {
         self.fast.load(Ordering::Acquire)
     }
 
-    /// Appends `bytes` (the encoded entry `seq`) to `room`'s game log `pk` in the next
-    /// batch, fenced by `token` unless it is empty.
-    pub async fn append(
+    /// Queues `bytes` (the encoded entry `seq`) for `room`'s game log `pk` in the next
+    /// batch, fenced by `token` unless it is empty, at once (on the calling thread's
+    /// queue): the returned [`Queued`] only waits for the outcome. A room's every action
+    /// takes this path, so what waits is a channel, not a future that holds the store.
+    pub fn enqueue(
         self: &Arc<Self>,
         keys: &Keys,
         room: &str,
@@ -209,7 +223,7 @@ impl Appender {
         seq: u64,
         bytes: Vec<u8>,
         token: String,
-    ) -> Result<Appended, StoreError> {
+    ) -> Result<Queued, StoreError> {
         let (done, rx) = oneshot::channel();
         let pending = Pending {
             log: keys.log(room, pk),
@@ -222,7 +236,7 @@ impl Appender {
             done,
         };
         self.push(pending)?;
-        rx.await.unwrap_or_else(|_| Err(StoreError::Unknown("the append queue stopped with the entry in it".into())))
+        Ok(Queued(rx))
     }
 
     fn push(self: &Arc<Self>, mut pending: Pending) -> Result<(), StoreError> {

@@ -34,7 +34,7 @@ pub const RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
 pub struct RedisStore {
     conn: RedisConn,
     keys: Keys,
-    /// Shared, like the rest: a room's every append clones the store into its future.
+    /// Shared, like the rest: an append on a Redis Cluster clones the store into its future.
     append: Arc<Script>,
     /// `lua/fence.lua`: a node that takes a room over fences its game's log first.
     fence: Arc<Script>,
@@ -101,6 +101,15 @@ fn evalsha(script: &Script, keys: &[String], args: &[&[u8]]) -> Cmd {
 
 fn unavailable(e: RedisError) -> StoreError {
     StoreError::Unavailable(e.to_string())
+}
+
+/// An append's outcome as the store reports it.
+fn outcome(appended: Appended, game_pk: String, seq: u64) -> Result<(), StoreError> {
+    match appended {
+        Appended::Stored => Ok(()),
+        Appended::Fenced => Err(StoreError::Fenced),
+        Appended::Conflict { last } => Err(StoreError::Conflict { game_pk, expected: last + 1, got: seq }),
+    }
 }
 
 fn room(game_pk: &str) -> Result<&str, StoreError> {
@@ -386,18 +395,33 @@ impl RedisStore {
         redis::cmd("PING").query_async::<String>(&mut conn).await.is_ok()
     }
 
-    /// Appends as the holder of `token` (`node/epoch`); `Fenced` if the lease is someone else's.
-    pub async fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> Result<(), StoreError> {
-        let room = room(&game_pk)?;
-        let bytes = encode(&entry)?;
-        let appended = match &self.appender {
-            Some(appender) => appender.append(&self.keys, room, &game_pk, entry.seq, bytes, token).await?,
-            None => self.append_one(room, &game_pk, entry.seq, bytes, token).await?,
-        };
-        match appended {
-            Appended::Stored => Ok(()),
-            Appended::Fenced => Err(StoreError::Fenced),
-            Appended::Conflict { last } => Err(StoreError::Conflict { game_pk, expected: last + 1, got: entry.seq }),
+    /// Appends as the holder of `token` (`node/epoch`); `Fenced` if the lease is someone
+    /// else's. With group commit the entry joins the calling thread's queue before this
+    /// returns (inside a Tokio runtime), and the future only waits for its batch: it holds
+    /// neither the store nor the single-append path's state.
+    pub fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> StoreFuture<()> {
+        let (seq, runtime) = (entry.seq, tokio::runtime::Handle::try_current().is_ok());
+        match &self.appender {
+            Some(appender) if runtime => {
+                let queued = room(&game_pk)
+                    .and_then(|room| Ok((room, encode(&entry)?)))
+                    .and_then(|(room, bytes)| appender.enqueue(&self.keys, room, &game_pk, seq, bytes, token));
+                Box::pin(async move { outcome(queued?.outcome().await?, game_pk, seq) })
+            }
+            _ => {
+                let this = self.clone();
+                Box::pin(async move {
+                    let room = room(&game_pk)?;
+                    let bytes = encode(&entry)?;
+                    let appended = match &this.appender {
+                        Some(appender) => {
+                            appender.enqueue(&this.keys, room, &game_pk, seq, bytes, token)?.outcome().await?
+                        }
+                        None => this.append_one(room, &game_pk, seq, bytes, token).await?,
+                    };
+                    outcome(appended, game_pk, seq)
+                })
+            }
         }
     }
 
@@ -526,18 +550,14 @@ impl RoomStore for RedisStore {
     }
 
     fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()> {
-        let this = self.clone();
         let game_pk = game_pk.to_owned();
         // No lease token yet: the store is used without ownership leases (one writer per
         // room by construction). The script enforces the token once one is passed.
-        Box::pin(async move { this.append_fenced(game_pk, entry, String::new()).await })
+        self.append_fenced(game_pk, entry, String::new())
     }
 
     fn append_leased(&self, game_pk: &str, entry: LogEntry, token: &str) -> StoreFuture<()> {
-        let this = self.clone();
-        let game_pk = game_pk.to_owned();
-        let token = token.to_owned();
-        Box::pin(async move { this.append_fenced(game_pk, entry, token).await })
+        self.append_fenced(game_pk.to_owned(), entry, token.to_owned())
     }
 
     fn entry(&self, game_pk: &str, seq: u64) -> StoreFuture<Option<LogEntry>> {

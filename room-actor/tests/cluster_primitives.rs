@@ -395,6 +395,25 @@ async fn appends_of_many_rooms_share_a_round_trip_and_keep_each_rooms_order() {
     }
 }
 
+/// An append joins its thread's queue when it is asked for, not when its future is first
+/// polled: a room's entries go in the order it asked, however their futures are awaited
+/// (awaited last to first here, each later entry would otherwise meet a log one short).
+#[tokio::test]
+async fn appends_are_queued_in_the_order_they_are_asked_for_not_the_order_they_are_awaited() {
+    let (store, keys) = store().await;
+    let leases = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let room = "r_asked";
+    let token = leases.claim(room).await.unwrap().expect("free lease");
+    let pk = game_pk(room, "01");
+    let mut appends: Vec<_> = (1..=4).map(|seq| store.append_fenced(pk.clone(), entry(seq), token.clone())).collect();
+    while let Some(append) = appends.pop() {
+        append.await.expect("stored in the order asked");
+    }
+    for seq in 1..=4 {
+        assert_eq!(store.entry(&pk, seq).await.unwrap().map(|e| e.seq), Some(seq));
+    }
+}
+
 /// With a batch window, a busy queue (its recent rate fills the window) stores the
 /// appends of many rooms handed over one after another within the wait its rate needs
 /// in one batch (without one, each would go as soon as the one before returned).
