@@ -400,26 +400,25 @@ impl RedisStore {
     /// returns (inside a Tokio runtime), and the future only waits for its batch: it holds
     /// neither the store nor the single-append path's state.
     pub fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> StoreFuture<()> {
-        let (seq, runtime) = (entry.seq, tokio::runtime::Handle::try_current().is_ok());
+        let seq = entry.seq;
         match &self.appender {
-            Some(appender) if runtime => {
+            Some(appender) if tokio::runtime::Handle::try_current().is_ok() => {
                 let queued = room(&game_pk)
                     .and_then(|room| Ok((room, encode(&entry)?)))
                     .and_then(|(room, bytes)| appender.enqueue(&self.keys, room, &game_pk, seq, bytes, token));
                 Box::pin(async move { outcome(queued?.outcome().await?, game_pk, seq) })
             }
-            _ => {
+            // Asked outside a runtime: queued when first polled, which is inside one.
+            Some(_) => {
+                let this = self.clone();
+                Box::pin(async move { this.append_fenced(game_pk, entry, token).await })
+            }
+            None => {
                 let this = self.clone();
                 Box::pin(async move {
                     let room = room(&game_pk)?;
                     let bytes = encode(&entry)?;
-                    let appended = match &this.appender {
-                        Some(appender) => {
-                            appender.enqueue(&this.keys, room, &game_pk, seq, bytes, token)?.outcome().await?
-                        }
-                        None => this.append_one(room, &game_pk, seq, bytes, token).await?,
-                    };
-                    outcome(appended, game_pk, seq)
+                    outcome(this.append_one(room, &game_pk, seq, bytes, token).await?, game_pk, seq)
                 })
             }
         }
@@ -550,10 +549,9 @@ impl RoomStore for RedisStore {
     }
 
     fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()> {
-        let game_pk = game_pk.to_owned();
         // No lease token yet: the store is used without ownership leases (one writer per
         // room by construction). The script enforces the token once one is passed.
-        self.append_fenced(game_pk, entry, String::new())
+        self.append_fenced(game_pk.to_owned(), entry, String::new())
     }
 
     fn append_leased(&self, game_pk: &str, entry: LogEntry, token: &str) -> StoreFuture<()> {
