@@ -10,6 +10,7 @@ mod support;
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use support::procs::{
@@ -164,6 +165,8 @@ async fn a_watcher_that_sends_nothing_follows_its_room_to_the_new_owner_after_a_
 struct Proxy {
     port: u16,
     cut: watch::Sender<bool>,
+    /// Connections through the proxy now.
+    open: Arc<AtomicUsize>,
 }
 
 impl Proxy {
@@ -173,6 +176,8 @@ impl Proxy {
         let port = listener.local_addr().unwrap().port();
         let (cut, watch_cut) = watch::channel(false);
         let upstream = Arc::new(upstream);
+        let open = Arc::new(AtomicUsize::new(0));
+        let counted = open.clone();
         tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
                 if *watch_cut.borrow() {
@@ -180,16 +185,20 @@ impl Proxy {
                 }
                 let upstream = upstream.clone();
                 let mut watch_cut = watch_cut.clone();
+                let open = counted.clone();
+                open.fetch_add(1, Ordering::SeqCst);
                 tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(upstream.as_str()).await else { return };
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        _ = watch_cut.wait_for(|cut| *cut) => {}
+                    if let Ok(mut server) = TcpStream::connect(upstream.as_str()).await {
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                            _ = watch_cut.wait_for(|cut| *cut) => {}
+                        }
                     }
+                    open.fetch_sub(1, Ordering::SeqCst);
                 });
             }
         });
-        Proxy { port, cut }
+        Proxy { port, cut, open }
     }
 
     fn url(&self) -> String {
@@ -198,6 +207,17 @@ impl Proxy {
 
     fn set_cut(&self, cut: bool) {
         self.cut.send_replace(cut);
+    }
+
+    /// Cuts, and returns once every connection through the proxy is closed: from then on
+    /// nothing the node sends reaches Redis.
+    async fn cut_now(&self) {
+        self.set_cut(true);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while self.open.load(Ordering::SeqCst) > 0 {
+            assert!(tokio::time::Instant::now() < deadline, "the proxy's connections did not close within 5 s");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 }
 
@@ -225,7 +245,7 @@ async fn a_node_cut_from_redis_but_alive_is_declared_dead_and_cannot_corrupt_the
         assert_eq!(bump_until_acked(&mut a, &room, cs, Duration::from_secs(10)).await.expect("ack")["seq"], cs);
     }
     let cut_at = tokio::time::Instant::now();
-    proxy.set_cut(true);
+    proxy.cut_now().await;
     // bob's bumps on the cut node are never acknowledged while it is cut (no store).
     send(&mut b, json!({"t": "act", "room": room, "cs": 1, "a": {"type": "bump"}})).await;
     // The others find wc dead and take its room: alice continues.
