@@ -27,6 +27,11 @@
 # roomd-cluster-tally-one-node (not in the default set) is the tally load on one cluster
 # node and its Redis: every room is local, so it prices the Redis store and the leases
 # without any cross-node hop (the floor of a path that sends clients to the owner).
+# roomd-cluster-halli-galli-one-node (not in the default set) is the same for Halli Galli.
+# roomd-tally-pair and roomd-halli-galli-pair (not in the default set) split the load
+# over two embedded nodes (in-memory store, no Redis) on core 0, each room whole on one
+# of them (loadgen --whole-rooms): what two processes sharing a core cost before any Redis,
+# so a cluster's extra CPU splits into the split itself, the store and the hops.
 #
 # The server (roomd or limit_server) is pinned to core 0 and loadgen to core 1 with
 # taskset. Every scenario starts a fresh server. Server CPU seconds (utime+stime) come
@@ -114,6 +119,18 @@ start_roomd() { # [file]: the embedded file store in a fresh $WORK directory; el
     taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
   SERVER_PID=$!
   wait_port "$PORT"
+}
+# start_pair: two embedded nodes (in-memory store) on core 0, sharing nothing.
+start_pair() {
+  local pids="" port
+  for port in "$PORT" "$PORT2"; do
+    env "${LOAD_ENV[@]}" ROOMD__AUTH__SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
+      ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__STORE__KIND=memory \
+      taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$port.log" 2>&1 &
+    pids="$pids${pids:+,}$!"
+  done
+  SERVER_PID=$pids
+  wait_port "$PORT"; wait_port "$PORT2"
 }
 start_cluster() { # [COUNT]: nodes (2)
   command -v redis-server >/dev/null || { echo "roomd-cluster-tally needs redis-server" >&2; return 1; }
@@ -218,6 +235,10 @@ start_cluster 1
 scenario roomd-cluster-tally-one-node --url "http://127.0.0.1:$PORT" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
   --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
 fi
+if want roomd-tally-pair; then
+start_pair
+scenario roomd-tally-pair --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" --whole-rooms
+fi
 if want roomd-cluster-tally-rc; then
 start_redis_cluster
 scenario roomd-cluster-tally-rc --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game tally --rooms "$TALLY_ROOMS" --interval-ms "$TALLY_INTERVAL_MS" \
@@ -230,6 +251,16 @@ fi
 if want roomd-cluster-halli-galli; then
 start_cluster
 scenario roomd-cluster-halli-galli --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game halli-galli --rooms "$HG_ROOMS" \
+  --reaction-ms "$HG_REACTION_MS" --concurrency 64 --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
+fi
+if want roomd-halli-galli-pair; then
+start_pair
+scenario roomd-halli-galli-pair --url "http://127.0.0.1:$PORT,http://127.0.0.1:$PORT2" --game halli-galli --rooms "$HG_ROOMS" \
+  --reaction-ms "$HG_REACTION_MS" --concurrency 64 --whole-rooms
+fi
+if want roomd-cluster-halli-galli-one-node; then
+start_cluster 1
+scenario roomd-cluster-halli-galli-one-node --url "http://127.0.0.1:$PORT" --game halli-galli --rooms "$HG_ROOMS" \
   --reaction-ms "$HG_REACTION_MS" --concurrency 64 --redis-stats "redis://127.0.0.1:$REDIS_PORT/"
 fi
 if want roomd-cluster-halli-galli-direct; then

@@ -88,3 +88,24 @@ async fn cockroach_poker_players_offer_and_answer_through_real_games() {
     assert_eq!(r.latency.samples, r.acks, "{}", r.text());
     assert_eq!(r.acks + r.rejects.values().sum::<u64>(), r.actions_sent, "{}", r.text());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn whole_rooms_play_on_two_servers_that_share_nothing_and_spread_rooms_fail_with_the_setup_error() {
+    // Two embedded nodes with the same test secret and nothing else in common: a seat
+    // taken on the server that did not make the room finds no room there.
+    let (a, b) = (start_server(), start_server());
+    let two = |whole_rooms| Config {
+        urls: vec![format!("http://{a}"), format!("http://{b}")],
+        whole_rooms,
+        ..config(a, GameKind::Tally, Duration::from_secs(2))
+    };
+    let r = loadgen::run(two(true)).await.unwrap();
+    assert_clean(&r);
+    assert!(r.acks >= 40, "{}", r.text());
+    assert_eq!(r.latency.samples, r.acks, "{}", r.text());
+
+    let e = loadgen::run(two(false)).await.expect_err("every room's seats are taken on a server without the room");
+    let e = format!("{e:#}");
+    assert!(e.contains("no room was set up (2 setup failures"), "{e}");
+    assert!(e.contains("unknown_room"), "the first setup error is named: {e}");
+}

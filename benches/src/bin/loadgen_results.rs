@@ -138,6 +138,39 @@ fn render(runs: &[(String, Report, RunSide)], note: &str, link: Option<&str>) ->
             );
         }
     }
+    // Each Halli Galli setup against the single node (players per busy core), and the
+    // tally pair against it (deliveries per CPU-second): where a cluster's extra CPU goes.
+    let against = |single: &str, others: &[&str], per: fn(&Report) -> Option<f64>, unit: &str| {
+        let mut lines = String::new();
+        let Some(reference) = find(single).and_then(per).filter(|v| *v > 0.0) else { return lines };
+        for other in others {
+            if let Some(v) = find(other).and_then(per) {
+                let _ = writeln!(
+                    lines,
+                    "{other}: {v:.0} {unit} = {:.2}× {single}'s {reference:.0} in the same run.",
+                    v / reference
+                );
+            }
+        }
+        lines
+    };
+    md.push_str(&against(
+        "roomd-halli-galli",
+        &[
+            "roomd-halli-galli-pair",
+            "roomd-cluster-halli-galli-one-node",
+            "roomd-cluster-halli-galli-direct",
+            "roomd-cluster-halli-galli",
+        ],
+        |r| r.players_per_core,
+        "players per busy core",
+    ));
+    md.push_str(&against(
+        "roomd-tally",
+        &["roomd-tally-pair"],
+        |r| r.deliveries_per_cpu_s,
+        "deliveries per CPU-second",
+    ));
     for (name, r, _) in runs {
         if let Some(b) = &r.redis {
             let _ = writeln!(
@@ -179,6 +212,23 @@ mod tests {
         assert!(md.contains("60% of the limit server's deliveries per CPU-second in the same run"));
         assert!(md.contains("[html](reports/roomd-tally.html)"));
         assert!(md.contains("machine busy"));
+    }
+
+    #[test]
+    fn each_halli_galli_setup_is_set_against_the_single_node_of_the_same_run() {
+        let mk = |ppc: f64| Report { mode: "open".into(), players_per_core: Some(ppc), ..Report::default() };
+        let runs = vec![
+            ("roomd-halli-galli".to_owned(), mk(20_000.0), RunSide::default()),
+            ("roomd-halli-galli-pair".to_owned(), mk(18_000.0), RunSide::default()),
+            ("roomd-cluster-halli-galli".to_owned(), mk(11_000.0), RunSide::default()),
+        ];
+        let md = render(&runs, "", None);
+        assert!(
+            md.contains("roomd-halli-galli-pair: 18000 players per busy core = 0.90× roomd-halli-galli's 20000"),
+            "{md}"
+        );
+        assert!(md.contains("roomd-cluster-halli-galli: 11000 players per busy core = 0.55×"), "{md}");
+        assert!(!md.contains("roomd-cluster-halli-galli-direct:"), "a setup that did not run has no line: {md}");
     }
 
     #[test]

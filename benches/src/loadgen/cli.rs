@@ -22,6 +22,11 @@ servers
   --direct              connect every player of a room to its owner node, when room info
                         names one (`nodeUrl`, set by ROOMD__NODE__PUBLIC_URL) that is one
                         of the --urls; otherwise players are spread over the --urls
+                        e.g. --url http://127.0.0.1:18080,http://127.0.0.1:18081 --direct
+  --whole-rooms         keep every player of a room on the URL that made it (sessions,
+                        seats and sockets): for servers that are not one cluster, e.g.
+                        two embedded nodes sharing a machine
+                        e.g. --url http://127.0.0.1:18080,http://127.0.0.1:18081 --whole-rooms
   --insecure            accept any TLS certificate (a self-signed test proxy)
                         e.g. --url https://127.0.0.1:8443 --insecure
   --limit               the servers are limit_server: no HTTP, tally only
@@ -160,6 +165,7 @@ impl Cli {
         }
         put("insecure", c.insecure.to_string());
         put("direct", c.direct.to_string());
+        put("whole rooms", c.whole_rooms.to_string());
         put("thresholds", self.thresholds.iter().map(|t| t.text.clone()).collect::<Vec<_>>().join("  "));
         put("machine", machine());
         p
@@ -262,6 +268,7 @@ fn apply(cli: &mut Cli, args: &[String]) -> anyhow::Result<()> {
             "--limit" => cfg.target = Target::Limit,
             "--insecure" => cfg.insecure = true,
             "--direct" => cfg.direct = true,
+            "--whole-rooms" => cfg.whole_rooms = true,
             "--threshold" => cli.thresholds.push(value()?.parse()?),
             "--scenario" => {
                 value()?; // read first, in `parse`
@@ -315,10 +322,11 @@ mod tests {
     #[test]
     fn flags_set_the_config_and_thresholds_repeat() {
         let cli = parse(&args(
-            "--url http://a:1/,https://b:2 --rooms 5 --rate 400 --duration 1.5s --threshold p99<50ms --threshold errors<0.1% --insecure --report r.html",
+            "--url http://a:1/,https://b:2 --rooms 5 --rate 400 --duration 1.5s --threshold p99<50ms --threshold errors<0.1% --insecure --report r.html --whole-rooms",
         ))
         .unwrap();
         assert_eq!(cli.cfg.urls, vec!["http://a:1", "https://b:2"]);
+        assert!(cli.cfg.whole_rooms && !cli.cfg.direct);
         assert_eq!((cli.cfg.rooms, cli.cfg.rate, cli.cfg.duration), (5, Some(400.0), Duration::from_millis(1500)));
         assert!(cli.cfg.insecure && cli.cfg.mode == LoopMode::Open);
         assert_eq!(cli.thresholds.iter().map(|t| t.metric).collect::<Vec<_>>(), vec![Metric::P99, Metric::Errors]);
@@ -403,6 +411,8 @@ mod tests {
             "--report",
             "--json",
             "--quiet",
+            "--whole-rooms",
+            "--direct",
         ] {
             assert!(USAGE.contains(&format!("  {flag} ")), "{flag} is not documented");
             let example = USAGE.lines().any(|l| l.contains("e.g.") && l.contains(flag));

@@ -150,6 +150,9 @@ pub struct Config {
     /// Connect each room's players to the room's owner (`nodeUrl` in room info) when it
     /// is one of `urls`, instead of spreading them over the nodes.
     pub direct: bool,
+    /// Keep every player of room `i` on `urls[i % n]` (sessions, seats, sockets): servers
+    /// that share nothing, each room whole on one of them.
+    pub whole_rooms: bool,
     /// Accept any TLS certificate (self-signed test proxies).
     pub insecure: bool,
     /// Draw live progress on stderr (only when it is a terminal).
@@ -179,6 +182,7 @@ impl Default for Config {
             server_pids: Vec::new(),
             redis_stats: None,
             direct: false,
+            whole_rooms: false,
             insecure: false,
             progress: false,
         }

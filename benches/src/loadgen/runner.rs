@@ -253,6 +253,11 @@ async fn ramp_then_window(
         let failures = lock(rec).setup_failures;
         progress.ramp_update(clients.len() as u64, failures);
     }
+    if clients.is_empty() {
+        let r = lock(rec);
+        let first = r.errors.error_samples.first().map_or("none recorded", String::as_str);
+        bail!("no room was set up ({} setup failures; the first: {first})", r.setup_failures);
+    }
     report.connected_clients = clients.len();
     report.ramp_s = ramp_started.elapsed().as_secs_f64();
     let n = clients.len().max(1) as f64;
