@@ -522,3 +522,38 @@ fn bots_play_a_whole_game_with_legal_moves_only() {
     assert!(moves > 20);
     assert!(HalliGalli::result(&s).is_some());
 }
+
+#[test]
+fn views_json_is_each_view_serialized_with_ids_that_need_escaping_rtts_shown_and_a_ring_window_open() {
+    // `views_json` writes the field names itself (view.rs): every field, in order, as
+    // serde names it, and the values (ids with quotes, backslashes, Hangul) as serde does.
+    let options = HalliGalliOptions {
+        latency_comp: LatencyComp::Light,
+        show_rtt: true,
+        kid_mode: true,
+        bot_level: BotLevel::Easy,
+        ..no_limit()
+    };
+    let names = ["q\"uote", "한글", "back\\slash"];
+    let mut pool = Pool::default();
+    let piles = vec![vec![pool.card(S, 2)], vec![pool.card(S, 3)], Vec::new()];
+    let decks = names.iter().map(|_| pool.filler(5)).collect();
+    let s = ring_rtt(&table(options, &names, decks, piles, Vec::new(), names[0]), names[1], T0, 250);
+    assert!(s.ring_window.is_some());
+    let rtt: BTreeMap<PlayerId, u32> = [(pid(names[0]), 30), (pid(names[1]), 250)].into();
+    let ctx = ViewCtx { now: T0 + 5, rtt: Some(&rtt) };
+    let ids = seats(&names);
+    let viewers: Vec<Option<&PlayerId>> = ids.iter().map(Some).chain([None]).collect();
+    let together = HalliGalli::views_json(&s, &viewers, &ctx).unwrap();
+    assert_eq!(together.len(), viewers.len());
+    for (viewer, json) in viewers.iter().zip(&together) {
+        assert_eq!(*json, serde_json::to_string(&HalliGalli::view(&s, *viewer, &ctx)).unwrap(), "viewer {viewer:?}");
+    }
+    assert!(together[0].contains(r#""q\"uote":{"deck":"#), "{}", together[0]);
+    assert!(together[0].contains(r#""rang":["한글"]"#), "{}", together[0]);
+    assert!(
+        together[1].ends_with(r#""canFlip":false,"canRing":false,"slowNotice":"연결이 느려요"}"#),
+        "{}",
+        together[1]
+    );
+}
