@@ -135,16 +135,23 @@ pub fn views_json(
     let mut table_json = Vec::with_capacity(1024);
     let mut open = Object::open(&mut table_json);
     write_table(&mut open, &table(state, ctx))?;
+    // `serde_json` wrote every value and the names are ASCII: never an error. Checked
+    // once for the table, and once per viewer for only what that viewer adds.
+    let utf8 = |e: std::str::Utf8Error| <serde_json::Error as serde::ser::Error>::custom(e.to_string());
+    let table_json = std::str::from_utf8(&table_json).map_err(utf8)?;
+    let mut mine_json = Vec::with_capacity(64);
     viewers
         .iter()
         .map(|viewer| {
-            let mut json = Vec::with_capacity(table_json.len() + 64);
-            json.extend_from_slice(&table_json);
-            let mut object = Object { out: &mut json, first: false };
+            mine_json.clear();
+            let mut object = Object { out: &mut mine_json, first: false };
             write_mine(&mut object, &mine(state, *viewer, ctx))?;
             object.close();
-            // `serde_json` wrote every value and the names are ASCII: never an error.
-            String::from_utf8(json).map_err(|e| serde::ser::Error::custom(e.to_string()))
+            let mine_json = std::str::from_utf8(&mine_json).map_err(utf8)?;
+            let mut json = String::with_capacity(table_json.len() + mine_json.len());
+            json.push_str(table_json);
+            json.push_str(mine_json);
+            Ok(json)
         })
         .collect()
 }
