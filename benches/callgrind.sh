@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # User-space instructions per applied action of a release roomd under a steady load,
-# counted by valgrind's callgrind: the same figure run after run for the same binary and
-# load, whatever else the machine is doing (unlike CPU time on a shared VM). Kernel work
+# counted by valgrind's callgrind: close to the same figure run after run for the same
+# binary and load, whatever else the machine is doing (unlike CPU time on a shared VM;
+# Halli Galli varies by ~3 % on a single node and ~7 % on the cluster, as the timing of
+# rings and batches does: repeat a run before reading a small change). Kernel work
 # (the sockets' send and receive) is not counted: compare builds with it, and keep
 # benches/run.sh for what a whole core delivers.
 #
