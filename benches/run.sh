@@ -111,25 +111,24 @@ wait_port() { # wait until http://127.0.0.1:$1 accepts connections (30 s at most
 # secret of our own; the data directory is a fresh one under $WORK (never the repo).
 LOAD_ENV=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=100000000
           ROOMD__HTTP__MAX_CONNECTIONS=1000000 ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER=1000000)
-start_roomd() { # [file]: the embedded file store in a fresh $WORK directory; else in memory
-  local kind=${1:-memory}
+# spawn_embedded PORT KIND: an embedded node on core 0 (KIND: memory or file, the file
+# store in a fresh $WORK directory) with a secret of its own; its pid in LAST_PID.
+spawn_embedded() {
   env "${LOAD_ENV[@]}" ROOMD__AUTH__SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
-    ROOMD__HTTP__PORT="$PORT" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
-    ROOMD__STORE__KIND="$kind" ROOMD__STORE__PATH="$(mktemp -d -p "$WORK")" \
-    taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
-  SERVER_PID=$!
+    ROOMD__HTTP__PORT="$1" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn \
+    ROOMD__STORE__KIND="$2" ROOMD__STORE__PATH="$(mktemp -d -p "$WORK")" \
+    taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$1.log" 2>&1 &
+  LAST_PID=$!
+}
+start_roomd() { # [file]: the embedded file store in a fresh $WORK directory; else in memory
+  spawn_embedded "$PORT" "${1:-memory}"
+  SERVER_PID=$LAST_PID
   wait_port "$PORT"
 }
 # start_pair: two embedded nodes (in-memory store) on core 0, sharing nothing.
 start_pair() {
-  local pids="" port
-  for port in "$PORT" "$PORT2"; do
-    env "${LOAD_ENV[@]}" ROOMD__AUTH__SECRET="$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" \
-      ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__STORE__KIND=memory \
-      taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$port.log" 2>&1 &
-    pids="$pids${pids:+,}$!"
-  done
-  SERVER_PID=$pids
+  spawn_embedded "$PORT" memory; SERVER_PID=$LAST_PID
+  spawn_embedded "$PORT2" memory; SERVER_PID="$SERVER_PID,$LAST_PID"
   wait_port "$PORT"; wait_port "$PORT2"
 }
 start_cluster() { # [COUNT]: nodes (2)

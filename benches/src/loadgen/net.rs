@@ -278,9 +278,12 @@ pub async fn setup_room(
     // With several `--url`s the players of one room are spread over the nodes (player k
     // of room i on node i + k), so in a cluster most of a room's traffic crosses nodes;
     // `--whole-rooms` keeps them all on `base` (servers that are not one cluster).
-    let node_of = |k: usize| match cfg.whole_rooms {
-        true => base,
-        false => cfg.urls.get((i + k) % cfg.urls.len().max(1)).map_or(base, String::as_str),
+    let node_of = |k: usize| {
+        if cfg.whole_rooms {
+            base
+        } else {
+            cfg.urls.get((i + k) % cfg.urls.len().max(1)).map_or(base, String::as_str)
+        }
     };
     let mut sessions = Vec::with_capacity(PLAYERS);
     for k in 0..PLAYERS {

@@ -148,7 +148,7 @@ impl<G: Game> RoomActor<G> {
         let mut texts: Vec<(Option<PlayerId>, ByteString)> = Vec::with_capacity(viewers.len());
         let mut built: Vec<(String, ByteString)> = Vec::with_capacity(viewers.len());
         for (viewer, view) in viewers.iter().zip(views) {
-            let shared = match built.iter().find(|(v, _)| same_view(v, &view)) {
+            let shared = match built.iter().find(|(v, _)| *v == view) {
                 Some((_, same)) => same.clone(),
                 None => {
                     let text = ByteString::from(wire::update(&self.id, run.seq, &view, &events_json));
@@ -247,32 +247,5 @@ impl<G: Game> Handler<RttSample> for RoomActor<G> {
         {
             self.audience.rtt_version += 1;
         }
-    }
-}
-
-/// Whether two viewers' views are the same text. Views of one update that differ mostly
-/// differ in their last fields (what only that viewer may do: Halli Galli's `canFlip`,
-/// `canRing`), after a kilobyte or more of the same table, so the ends are compared
-/// first and only a view that ends the same is compared whole.
-fn same_view(a: &str, b: &str) -> bool {
-    fn tail(s: &str) -> &[u8] {
-        &s.as_bytes()[s.len().saturating_sub(64)..]
-    }
-    a.len() == b.len() && tail(a) == tail(b) && a == b
-}
-
-#[cfg(test)]
-mod tests {
-    use super::same_view;
-
-    #[test]
-    fn views_are_the_same_only_when_every_byte_is_wherever_they_differ() {
-        let table = "x".repeat(2000);
-        let a = format!("{{\"t\":\"{table}\",\"canRing\":true}}");
-        assert!(same_view(&a, &a.clone()));
-        assert!(!same_view(&a, &a.replace("true", "fals")), "differs at the end");
-        assert!(!same_view(&a, &format!("{{\"T{}", &a[3..])), "differs at the start only");
-        assert!(!same_view(&a, &a[1..]), "another length");
-        assert!(same_view("{}", "{}") && !same_view("{}", "[]"), "shorter than the tail compared first");
     }
 }
