@@ -289,6 +289,13 @@ pub trait Game: Sized + Send + Sync + 'static {
         viewers.iter().map(|viewer| serde_json::to_string(&Self::view(state, *viewer, ctx))).collect()
     }
 
+    /// The JSON of `events` (one input's events, in order): what every subscriber's
+    /// `update` carries. Must be exactly `serde_json::to_string(events)` (the harness
+    /// checks it); a game may write it without serde's per-name escaping.
+    fn events_json(events: &[Self::Event]) -> Result<String, serde_json::Error> {
+        serde_json::to_string(events)
+    }
+
     /// Who the game waits for now (display and timers; the runner never blocks on it).
     fn active_players(state: &Self::State) -> Vec<PlayerId>;
 

@@ -44,6 +44,8 @@ pub enum Check {
     Stuck,
     /// `views_json` is not the JSON of `view`.
     ViewsJson,
+    /// `events_json` is not the JSON of the events.
+    EventsJson,
 }
 
 /// A failed check with enough context to reproduce it.
@@ -264,6 +266,12 @@ impl<G: Game> Harness<G> {
         if step.is_multiple_of(self.leak_every.max(1)) || G::result(state).is_some() {
             let vctx = ViewCtx { now, rtt: Some(rtt) };
             let events_json = serde_json::to_value(events).map_err(|e| (Check::RoundTrip, format!("events: {e}")))?;
+            // What the runner sends must be these very events.
+            let written = G::events_json(events).map_err(|e| (Check::EventsJson, e.to_string()))?;
+            let serialized = serde_json::to_string(events).map_err(|e| (Check::RoundTrip, format!("events: {e}")))?;
+            if written != serialized {
+                return Err((Check::EventsJson, format!("events_json is {written}, the events are {serialized}")));
+            }
             for viewer in &viewers {
                 let secrets = G::secrets_of(state, *viewer);
                 for (what, view) in

@@ -20,6 +20,7 @@ const UNSERIALIZABLE: u8 = 3;
 const ILLEGAL_TIMEOUT: u8 = 4;
 const ENDLESS: u8 = 5;
 const VIEWS_JSON_DIFFERS: u8 = 6;
+const EVENTS_JSON_DIFFERS: u8 = 7;
 
 /// Two players hold three hidden cards each and play them in turns onto a table.
 struct Toy<const FLAW: u8>;
@@ -168,6 +169,12 @@ impl<const FLAW: u8> Game for Toy<FLAW> {
             .collect()
     }
 
+    fn events_json(events: &[u32]) -> Result<String, serde_json::Error> {
+        // The flawed toy drops the last event.
+        let shown = if FLAW == EVENTS_JSON_DIFFERS { &events[..events.len().saturating_sub(1)] } else { events };
+        serde_json::to_string(shown)
+    }
+
     fn active_players(s: &ToyState) -> Vec<PlayerId> {
         vec![Self::turn_player(s).clone()]
     }
@@ -255,4 +262,9 @@ fn endless_game_is_caught() {
 #[test]
 fn views_json_other_than_the_views_is_caught() {
     assert_eq!(run::<VIEWS_JSON_DIFFERS>(), Err(Check::ViewsJson));
+}
+
+#[test]
+fn events_json_other_than_the_events_is_caught() {
+    assert_eq!(run::<EVENTS_JSON_DIFFERS>(), Err(Check::EventsJson));
 }

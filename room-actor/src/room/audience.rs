@@ -131,7 +131,10 @@ impl<G: Game> RoomActor<G> {
     /// the same update share one text (a remote node gets it once).
     pub(super) fn broadcast_update(&mut self, events: &[G::Event], now: i64) {
         let Phase::Playing(run) = &self.phase else { return };
-        let events_json = serde_json::to_string(events).unwrap_or_else(|_| "[]".into());
+        let events_json = G::events_json(events).unwrap_or_else(|e| {
+            error!(room = %self.id, error = %e, "events do not serialize");
+            "[]".to_owned()
+        });
         let mut viewers: Vec<Option<&PlayerId>> = Vec::new();
         for sub in self.audience.subs.values() {
             if !viewers.contains(&sub.viewer.as_ref()) {

@@ -92,6 +92,11 @@ impl Game for HalliGalli {
         view::views_json(state, viewers, ctx)
     }
 
+    /// Written without serde's per-name escaping (`view::events_json`).
+    fn events_json(events: &[HalliGalliEvent]) -> Result<String, serde_json::Error> {
+        view::events_json(events)
+    }
+
     /// Everyone still in may ring at any time (the flip is the turn player's).
     fn active_players(state: &HalliGalliState) -> Vec<PlayerId> {
         if state.phase == Phase::Playing {
