@@ -877,17 +877,23 @@ async fn holders_of_many_rooms_are_read_in_order() {
     }
 }
 
-/// A `redis-server` of this test's own, killed when dropped.
+/// A `redis-server` of this test's own, killed when dropped. Its working directory is a
+/// fresh temporary one: a replica writes the master's snapshot there on a full sync,
+/// which `--save ""` does not stop (it used to leave `dump.rdb` in `room-actor/`).
 struct Server {
     child: Child,
     port: u16,
+    _dir: tempfile::TempDir,
 }
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let dir = tempfile::tempdir().expect("a temporary directory for redis-server");
         let child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(dir.path())
             .args(extra)
             .stdout(Stdio::null())
             .spawn()
@@ -897,7 +903,7 @@ impl Server {
             assert!(Instant::now() < deadline, "redis-server did not start on {port}");
             std::thread::sleep(Duration::from_millis(50));
         }
-        Server { child, port }
+        Server { child, port, _dir: dir }
     }
 
     fn url(&self) -> String {
