@@ -257,7 +257,7 @@ impl<'a> Object<'a> {
 }
 
 /// [`TableView`]'s fields, in its order and under its serde names, from the state as
-/// [`table`] reads it.
+/// [`table`] reads it (each player through [`player_view`]).
 fn write_table(o: &mut Object<'_>, state: &HalliGalliState, ctx: &ViewCtx<'_>) -> serde_json::Result<()> {
     let playing = state.phase == Phase::Playing;
     o.name("phase", phase_name(state.phase));
@@ -279,7 +279,7 @@ fn write_table(o: &mut Object<'_>, state: &HalliGalliState, ctx: &ViewCtx<'_>) -
     for id in ids {
         players.escaped_key(id)?;
         let mut player = players.object();
-        write_player(&mut player, state, id, ctx);
+        write_player(&mut player, &player_view(state, id, ctx));
         player.close();
     }
     players.close();
@@ -350,14 +350,11 @@ fn write_options(o: &mut Object<'_>, x: &HalliGalliOptions) {
     o.name("botLevel", bot_level_name(x.bot_level));
 }
 
-/// [`PlayerView`]'s fields, in its order and under its serde names, for `p` as [`table`]
-/// reads them.
-fn write_player(o: &mut Object<'_>, state: &HalliGalliState, p: &PlayerId, ctx: &ViewCtx<'_>) {
-    let rtt = if state.options.show_rtt { ctx.rtt_of(p) } else { None };
-    let locked_until = state.locked_until.get(p).copied();
-    o.int("deck", state.deck_len(p));
-    o.int("faceUpCount", state.face_up_len(p));
-    match state.top(p) {
+/// [`PlayerView`]'s fields, in its order and under its serde names.
+fn write_player(o: &mut Object<'_>, p: &PlayerView) {
+    o.int("deck", p.deck);
+    o.int("faceUpCount", p.face_up_count);
+    match p.top {
         Some(face) => {
             o.key("top");
             let mut top = o.object();
@@ -367,13 +364,13 @@ fn write_player(o: &mut Object<'_>, state: &HalliGalliState, p: &PlayerId, ctx: 
         }
         None => o.null("top"),
     }
-    o.boolean("active", state.is_active(p));
-    o.opt_int("lockedUntil", locked_until);
-    o.boolean("locked", locked_until.is_some_and(|t| ctx.now < t));
-    o.opt_int("rtt", rtt);
-    o.opt_name("rttBand", rtt.map(|rtt| rtt_band_name(RttBand::of(rtt))));
-    o.int("correct", state.correct_count.get(p).copied().unwrap_or(0));
-    o.int("wrong", state.wrong_count.get(p).copied().unwrap_or(0));
+    o.boolean("active", p.active);
+    o.opt_int("lockedUntil", p.locked_until);
+    o.boolean("locked", p.locked);
+    o.opt_int("rtt", p.rtt);
+    o.opt_name("rttBand", p.rtt_band.map(rtt_band_name));
+    o.int("correct", p.correct);
+    o.int("wrong", p.wrong);
 }
 
 /// [`ViewerView`]'s fields, in its order and under its serde names.
@@ -548,28 +545,7 @@ fn bot_level_name(x: BotLevel) -> &'static str {
 }
 
 fn table(state: &HalliGalliState, ctx: &ViewCtx<'_>) -> TableView {
-    let show_rtt = state.options.show_rtt;
-    let players = state
-        .order
-        .iter()
-        .map(|p| {
-            let rtt = if show_rtt { ctx.rtt_of(p) } else { None };
-            let locked_until = state.locked_until.get(p).copied();
-            let pv = PlayerView {
-                deck: state.deck_len(p),
-                face_up_count: state.face_up_len(p),
-                top: state.top(p),
-                active: state.is_active(p),
-                locked_until,
-                locked: locked_until.is_some_and(|t| ctx.now < t),
-                rtt,
-                rtt_band: rtt.map(RttBand::of),
-                correct: state.correct_count.get(p).copied().unwrap_or(0),
-                wrong: state.wrong_count.get(p).copied().unwrap_or(0),
-            };
-            (p.clone(), pv)
-        })
-        .collect();
+    let players = state.order.iter().map(|p| (p.clone(), player_view(state, p, ctx))).collect();
     let playing = state.phase == Phase::Playing;
     TableView {
         phase: state.phase,
@@ -594,6 +570,25 @@ fn table(state: &HalliGalliState, ctx: &ViewCtx<'_>) -> TableView {
         flip_ms: state.options.flip_ms(),
         options: state.options.clone(),
         end_reason: state.end_reason,
+    }
+}
+
+/// What everyone sees of player `p` (no allocation: both [`table`] and [`views_json`]
+/// read a player through this).
+fn player_view(state: &HalliGalliState, p: &PlayerId, ctx: &ViewCtx<'_>) -> PlayerView {
+    let rtt = if state.options.show_rtt { ctx.rtt_of(p) } else { None };
+    let locked_until = state.locked_until.get(p).copied();
+    PlayerView {
+        deck: state.deck_len(p),
+        face_up_count: state.face_up_len(p),
+        top: state.top(p),
+        active: state.is_active(p),
+        locked_until,
+        locked: locked_until.is_some_and(|t| ctx.now < t),
+        rtt,
+        rtt_band: rtt.map(RttBand::of),
+        correct: state.correct_count.get(p).copied().unwrap_or(0),
+        wrong: state.wrong_count.get(p).copied().unwrap_or(0),
     }
 }
 
