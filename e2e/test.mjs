@@ -450,7 +450,8 @@ async function cockroachPoker() {
   await until('the cockroach poker game to end', async () => {
     if (await roomResult(page)) return true;
     const v = await view(page);
-    if (v?.hand) await quickCockroachMove(page, v, myId);
+    // The last update (with a loser) comes before the result frame: no move in between.
+    if (v?.hand && !v.loser) await quickCockroachMove(page, v, myId);
     return false;
   }, 120000);
   await page.waitForSelector('#result');
