@@ -170,7 +170,8 @@ pub struct Log {
 
 #[derive(Clone, Debug, Deserialize)]
 pub struct Cluster {
-    /// Room lease TTL (ms).
+    /// Room lease TTL (ms): a backstop, renewed every third of it; a room moves when its
+    /// holder stops being a live member, whatever this is (`room_actor::cluster::lease`).
     pub lease_ms: u64,
     /// How long a draining node waits before it exits (s).
     pub drain_grace_s: u64,
@@ -270,7 +271,7 @@ impl Settings {
             .set_default("dev.allow_fixed_seed", false)?
             .set_default("log.format", "pretty")?
             .set_default("log.level", "info")?
-            .set_default("cluster.lease_ms", 3000)?
+            .set_default("cluster.lease_ms", 30_000)?
             .set_default("cluster.drain_grace_s", 20)?
             .set_default("cluster.heartbeat_ms", 500)?
             .set_default("cluster.batch_window_ms", 5)?

@@ -470,7 +470,7 @@ async fn an_ended_room_nobody_watches_closes_and_gives_its_lease_back() {
     }
     next_where(&mut a, 10, |v| v["t"] == "result").await.expect("the game ends");
     drop(a);
-    // Linger (2 s) + a renewal tick (0.5 s): the room is gone and its lease released,
+    // Linger (2 s) + a lease tick (0.5 s): the room is gone and its lease released,
     // long before the lease itself would have expired had it been kept renewed.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !(lease().is_empty() && metric(&http, owner_node, "roomd_rooms").await == 0.0) {

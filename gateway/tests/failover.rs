@@ -397,7 +397,7 @@ async fn the_open_room_cap_holds_across_the_cluster_and_frees_when_a_room_ends()
 }
 
 #[tokio::test]
-async fn sigstop_past_the_lease_then_sigcont_keeps_one_history_with_default_settings() {
+async fn sigstop_past_the_heartbeat_then_sigcont_keeps_one_history_with_default_settings() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
     let nodes = [node("ta", &prefix, &[]), node("tb", &prefix, &[]), node("tc", &prefix, &[])];
@@ -423,7 +423,7 @@ async fn sigstop_past_the_lease_then_sigcont_keeps_one_history_with_default_sett
     let ack = bump_until_acked(&mut a, &room, 3, Duration::from_secs(20)).await.expect("another node took the room");
     eprintln!("SIGSTOP -> room resumed elsewhere in {} ms (defaults)", stopped_at.elapsed().as_millis());
     assert_eq!(ack["seq"], 3);
-    // Past the lease (3 s), then wake it.
+    // Well past its heartbeat (1.5 s: the takeover never waits for the lease), then wake it.
     tokio::time::sleep(Duration::from_millis(3_500).saturating_sub(stopped_at.elapsed())).await;
     nodes[2].signal("CONT");
     // bob's bump, held in the frozen node's socket buffer, may be routed to the new

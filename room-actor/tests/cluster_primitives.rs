@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 //! The cluster's Redis primitives against a real Redis (`REDIS_URL`, provided by
 //! ./scripts/test; these fail, never skip, without it): leases with growing epochs,
-//! fencing of appends by a lost lease, batch renewal, release, membership, the bus
+//! fencing of appends by a lost lease, lease checks and renewal, release, membership, the bus
 //! outboxes (a burst batched in order; a frame nobody hears fails all it carried; a
 //! remote subscriber's frames), and appends group-committed across rooms (one test with
 //! replicated acknowledgements starts a private master and replica of its own).
@@ -144,6 +144,42 @@ async fn renewal_keeps_held_leases_and_release_hands_over_at_once() {
     assert!(a.release("r_x", &t1).await.unwrap());
     assert_eq!(b.claim("r_x").await.unwrap().as_deref(), Some("node-b/2"));
     assert_eq!(a.holder("r_y").await.unwrap(), Some(t2));
+}
+
+#[tokio::test]
+async fn a_lease_check_reports_every_way_a_lease_is_lost_and_renewal_revives_none() {
+    let (store, keys) = store().await;
+    let a = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
+    let b = Leases::new(store.connection(), keys.clone(), "node-b", 60_000);
+    let mut held = Vec::new();
+    for room in ["r_kept", "r_taken", "r_released", "r_forgotten"] {
+        held.push((room.to_owned(), a.claim(room).await.unwrap().expect("free lease")));
+    }
+    let b_token = b.take_over("r_taken", &held[1].1).await.unwrap().expect("taken over");
+    assert!(a.release("r_released", &held[2].1).await.unwrap());
+    // A Redis that lost the key (restarted empty, or a replica promoted before it had it).
+    let mut conn = store.connection();
+    let _: i64 = redis::cmd("DEL").arg(keys.lease("r_forgotten")).query_async(&mut conn).await.unwrap();
+    let pttl = |room: &str| {
+        let mut conn = store.connection();
+        let key = keys.lease(room);
+        async move { redis::cmd("PTTL").arg(key).query_async::<i64>(&mut conn).await.unwrap() }
+    };
+    let _: i64 = redis::cmd("PEXPIRE").arg(keys.lease("r_kept")).arg(5_000).query_async(&mut conn).await.unwrap();
+
+    let mut lost = a.verify(&held).await.unwrap();
+    lost.sort();
+    assert_eq!(lost, ["r_forgotten", "r_released", "r_taken"]);
+    assert!(pttl("r_kept").await <= 5_000, "a check writes nothing");
+
+    let mut lost = a.renew(&held).await.unwrap();
+    lost.sort();
+    assert_eq!(lost, ["r_forgotten", "r_released", "r_taken"], "renewal reports the same losses");
+    assert!(pttl("r_kept").await > 50_000, "the lease still held gets the whole TTL again");
+    assert_eq!(a.holder("r_taken").await.unwrap(), Some(b_token), "the new holder keeps it");
+    assert_eq!(a.holder("r_released").await.unwrap(), None, "renewal gives nothing back");
+    assert_eq!(a.holder("r_forgotten").await.unwrap(), None);
+    assert!(a.verify(&[]).await.unwrap().is_empty());
 }
 
 #[tokio::test]

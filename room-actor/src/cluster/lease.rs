@@ -1,7 +1,17 @@
-//! Room ownership leases: `roomd:{room:ID}:lease = node/epoch`, with a short TTL renewed
-//! by the owner in batches. The epoch grows with every claim, and every log append checks
-//! the token (`lua/append.lua`), so a node that lost a lease — paused, partitioned,
-//! slow — is fenced: it can never append to that room again.
+//! Room ownership leases: `roomd:{room:ID}:lease = node/epoch`. The epoch grows with
+//! every claim, and every log append is fenced by it (`lua/append_checked.lua`, and the
+//! `<epoch>-<seq>` ids of the fast path), so a node that lost a lease — paused,
+//! partitioned, slow — can never append to that room again.
+//!
+//! A lease is as alive as its node: a room whose holder is no longer a live member (its
+//! bus subscription gone, or its heartbeat expired) is taken over at once, with a higher
+//! epoch (`take_over`), whatever the lease's TTL. So the TTL is only a backstop that frees
+//! the lease of a holder that neither takes it over nor gives it back, and the holder
+//! refreshes it rarely ([`Leases::renew`], a plain `PEXPIRE` per room a third of the TTL);
+//! what it checks often is that its leases are still its own ([`Leases::verify`], one
+//! `MGET` per thousand rooms), so a node that was taken over stops those rooms at once.
+//! Renewing by a per-room script every second (a `GET` and a `PEXPIRE` per held room)
+//! cost Redis two commands per room per second whether the room was played or idle.
 
 use crate::error::StoreError;
 use crate::keys::Keys;
@@ -20,7 +30,6 @@ pub struct Leases {
     ttl_ms: u64,
     claim: Script,
     take_over: Script,
-    renew: Script,
     release: Script,
 }
 
@@ -36,7 +45,6 @@ impl Leases {
             ttl_ms,
             claim: Script::new(include_str!("../lua/claim.lua")),
             take_over: Script::new(include_str!("../lua/take_over.lua")),
-            renew: Script::new(include_str!("../lua/renew.lua")),
             release: Script::new(include_str!("../lua/release.lua")),
         }
     }
@@ -95,31 +103,45 @@ impl Leases {
         Ok(chunks.into_iter().flatten().collect())
     }
 
-    /// Renews leases this node holds; returns the rooms whose lease was lost.
-    pub async fn renew(&self, held: &[(String, String)]) -> Result<Vec<String>, StoreError> {
+    /// The held rooms (`(room, token)`) whose lease is no longer this token: taken over
+    /// by another node (this one was found dead, or paused past its heartbeat), released,
+    /// or lost with a Redis that forgot it. One read per thousand rooms (per shard on a
+    /// cluster); nothing is written.
+    pub async fn verify(&self, held: &[(String, String)]) -> Result<Vec<String>, StoreError> {
         if held.is_empty() {
             return Ok(Vec::new());
         }
-        let kept: Vec<u8> = if self.conn.is_cluster() {
-            // Each room's lease is in a slot of its own: one script per room, all at once
-            // (the cluster connection pipelines them per shard).
-            let renewals = held.iter().map(|(room, token)| {
-                let mut conn = self.conn.clone();
-                let mut invocation = self.renew.prepare_invoke();
-                invocation.arg(self.ttl_ms).key(self.keys.lease(room)).arg(token);
-                async move { invocation.invoke_async::<Vec<u8>>(&mut conn).await }
-            });
-            futures_util::future::try_join_all(renewals).await.map_err(unavailable)?.into_iter().flatten().collect()
-        } else {
-            let mut invocation = self.renew.prepare_invoke();
-            invocation.arg(self.ttl_ms);
-            for (room, token) in held {
-                invocation.key(self.keys.lease(room)).arg(token);
-            }
-            let mut conn = self.conn.clone();
-            invocation.invoke_async(&mut conn).await.map_err(unavailable)?
-        };
-        Ok(held.iter().zip(kept).filter(|(_, k)| *k == 0).map(|((room, _), _)| room.clone()).collect())
+        let rooms: Vec<String> = held.iter().map(|(room, _)| room.clone()).collect();
+        let holders = self.holders(&rooms).await?;
+        Ok(held
+            .iter()
+            .zip(holders)
+            .filter(|((_, token), holder)| holder.as_deref() != Some(token.as_str()))
+            .map(|((room, _), _)| room.clone())
+            .collect())
+    }
+
+    /// Renews the TTL of leases this node holds; returns the rooms whose lease was lost
+    /// ([`Leases::verify`]). The still-held ones get a `PEXPIRE` each, pipelined (per shard
+    /// on a cluster). One taken over between the check and its `PEXPIRE` gets its new
+    /// holder's TTL again, which that holder would have set anyway: a `PEXPIRE` never
+    /// gives a lease to anybody, and fencing is by the token, never by the TTL.
+    pub async fn renew(&self, held: &[(String, String)]) -> Result<Vec<String>, StoreError> {
+        let lost = self.verify(held).await?;
+        let gone: std::collections::HashSet<&str> = lost.iter().map(String::as_str).collect();
+        let expires: Vec<redis::Cmd> = held
+            .iter()
+            .filter(|(room, _)| !gone.contains(room.as_str()))
+            .map(|(room, _)| {
+                let mut pexpire = redis::cmd("PEXPIRE");
+                pexpire.arg(self.keys.lease(room)).arg(self.ttl_ms);
+                pexpire
+            })
+            .collect();
+        if !expires.is_empty() {
+            let _: Vec<u8> = self.conn.each(&expires).await.map_err(unavailable)?;
+        }
+        Ok(lost)
     }
 
     /// Gives a room up (after its last append) so another node can claim it at once.

@@ -39,6 +39,10 @@ const HANDOVER_CONCURRENCY: usize = 64;
 /// latest snapshot); more wait for a slot, so a node taking over a thousand rooms keeps
 /// serving the ones it already has.
 pub const ACTIVATION_CONCURRENCY: usize = 128;
+/// How often a node checks that its leases are still its own (one `MGET` per thousand
+/// rooms): a node taken over while it was paused or cut off stops those rooms within
+/// this, so their watchers follow them instead of watching a frozen copy.
+pub const LEASE_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// How a node gets a room's lease before restoring it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -446,7 +450,11 @@ impl ClusterNode {
 
         let node = self.clone();
         actix::spawn(async move {
-            let every = Duration::from_millis((node.config.lease_ms / 3).max(50));
+            // Leases are checked every tick and their TTL renewed every third of it
+            // (`lease.rs` says why the two differ).
+            let renew_every = Duration::from_millis((node.config.lease_ms / 3).max(50));
+            let every = renew_every.min(LEASE_CHECK_EVERY);
+            let mut renewed = Instant::now();
             loop {
                 tokio::time::sleep(every).await;
                 let held: Vec<(String, String)> = node
@@ -469,11 +477,16 @@ impl ClusterNode {
                         }
                     }
                 }
-                match node.leases.renew(&held).await {
+                let renew = renewed.elapsed() + every / 2 >= renew_every;
+                let checked = if renew { node.leases.renew(&held).await } else { node.leases.verify(&held).await };
+                if renew && checked.is_ok() {
+                    renewed = Instant::now();
+                }
+                match checked {
                     Ok(lost) => {
                         for room in lost {
                             // Another node has the room (this one was found dead, or
-                            // paused past its lease): its appends are fenced anyway; stop
+                            // paused past its heartbeat): its appends are fenced anyway; stop
                             // the actor now so its watchers get `room_moved` and follow
                             // the room instead of watching a frozen copy.
                             warn!(room = %room, "lease lost; the room stops here");
@@ -485,7 +498,7 @@ impl ClusterNode {
                             }
                         }
                     }
-                    Err(e) => warn!(error = %e, "lease renewal failed"),
+                    Err(e) => warn!(error = %e, renew, "lease check failed"),
                 }
             }
         });
