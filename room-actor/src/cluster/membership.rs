@@ -127,6 +127,14 @@ impl Membership {
         Ok(removed == 1)
     }
 
+    /// Whether `node`'s heartbeat has not expired at `now_ms` (one `ZSCORE`): false for a
+    /// node found dead (removed), gone (left) or silent past its heartbeat.
+    pub async fn is_live(&self, node: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let mut conn = self.conn.clone();
+        let score: Option<f64> = conn.zscore(self.keys.nodes(), node).await.map_err(unavailable)?;
+        Ok(score.is_some_and(|s| s > now_ms as f64))
+    }
+
     /// Nodes whose heartbeat has not expired at `now_ms`, sorted by id.
     pub async fn live(&self, now_ms: i64) -> Result<Vec<Member>, StoreError> {
         let mut conn = self.conn.clone();

@@ -202,9 +202,27 @@ impl ClusterNode {
             }
         }
         if let Some(token) = self.leases.holder(room).await? {
-            let node = token.split('/').next().unwrap_or_default().to_owned();
+            let node = Leases::node_of(&token).to_owned();
             if node != self.id() {
-                return Ok(Owner::There(node));
+                if self.members.is_live(&node, self.now_ms()).await? {
+                    return Ok(Owner::There(node));
+                }
+                // Its holder is no longer a live node (found dead, gone, or silent past its
+                // heartbeat): the room goes where placement says now, not when the lease's
+                // TTL runs out. The failover scan does the same for open rooms; this covers
+                // a lookup that comes first, and an ended room kept for its watchers, which
+                // the scan does not look at. Placement's node takes it over when asked.
+                let nodes = self.placeable().await?;
+                return Ok(match placement::owner(room, nodes.iter().map(String::as_str)) {
+                    Some(owner) if owner == self.id() => {
+                        match self.activate_with(room, Claim::From(token.clone())).await? {
+                            Some(handle) => Owner::Here(handle),
+                            None => Owner::Moving,
+                        }
+                    }
+                    Some(owner) => Owner::There(owner.to_owned()),
+                    None => Owner::Moving,
+                });
             }
             // A lease with this node's id that this process does not hold: its previous
             // incarnation's (restarted with the same id) or a claim whose answer was lost.
