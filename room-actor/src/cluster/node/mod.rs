@@ -502,15 +502,26 @@ impl ClusterNode {
                 }
                 match checked {
                     Ok(lost) => {
+                        let checked: HashMap<&str, &str> =
+                            held.iter().map(|(room, token)| (room.as_str(), token.as_str())).collect();
                         for room in lost {
                             // Another node has the room (this one was found dead, or
                             // paused past its heartbeat): its appends are fenced anyway; stop
                             // the actor now so its watchers get `room_moved` and follow
-                            // the room instead of watching a frozen copy.
-                            warn!(room = %room, "lease lost; the room stops here");
-                            if let Ok(mut h) = node.held.lock() {
-                                h.remove(&room);
+                            // the room instead of watching a frozen copy. Only if this node
+                            // still holds it under the token found lost: a room taken back
+                            // since (a newer token, a new actor) stays.
+                            let still = node.held.lock().is_ok_and(|mut h| {
+                                let same = h.get(&room).map(String::as_str) == checked.get(room.as_str()).copied();
+                                if same {
+                                    h.remove(&room);
+                                }
+                                same
+                            });
+                            if !still {
+                                continue;
                             }
+                            warn!(room = %room, "lease lost; the room stops here");
                             if let Some(handle) = node.deps.directory.handle(&room) {
                                 let _ = handle.handover().try_send(crate::messages::Handover);
                             }
