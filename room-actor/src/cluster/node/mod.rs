@@ -39,6 +39,11 @@ const HANDOVER_CONCURRENCY: usize = 64;
 /// latest snapshot); more wait for a slot, so a node taking over a thousand rooms keeps
 /// serving the ones it already has.
 pub const ACTIVATION_CONCURRENCY: usize = 128;
+/// The longest between two failover scans (`scan_orphans`; a quarter of the lease TTL
+/// when that is shorter): the scan also runs at once when a node dies or leaves, so this
+/// bounds what no departure announces, such as a lease released or lapsed, or a scan that
+/// failed. It was a quarter of the lease when the lease was 3 s.
+pub const ORPHAN_SCAN_EVERY: Duration = Duration::from_millis(750);
 /// How often a node checks that its leases are still its own (one `MGET` per thousand
 /// rooms): a node taken over while it was paused or cut off stops those rooms within
 /// this, so their watchers follow them instead of watching a frozen copy.
@@ -534,10 +539,11 @@ impl ClusterNode {
 
         let node = self.clone();
         actix::spawn(async move {
-            let every = Duration::from_millis((node.config.lease_ms / 4).max(100));
+            let every = Duration::from_millis((node.config.lease_ms / 4).max(100)).min(ORPHAN_SCAN_EVERY);
             loop {
-                // Periodically (expired leases: hung or partitioned owners), and at once
-                // when the detector finds a node dead or gone.
+                // Periodically (rooms with no lease: released, lapsed, or never claimed;
+                // and a scan that failed), and at once when the detector finds a node dead
+                // or gone.
                 let _ = tokio::time::timeout(every, node.rescan.notified()).await;
                 if node.draining.load(Ordering::Relaxed) {
                     continue;
