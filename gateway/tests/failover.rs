@@ -171,6 +171,43 @@ async fn an_ended_room_on_a_dead_node_is_shown_elsewhere_without_waiting_for_its
     assert_ne!(info["node"], "dc", "{info}");
 }
 
+/// The silent side of the same: alice keeps watching the ended room from a node that
+/// lives and sends nothing. Its owner dies; the failover scan (open rooms only) never
+/// restores it, but her session's route to the dead node fails, its lookup finds the lease
+/// held by a node that is gone and sends the room to placement, and she follows it: a
+/// fresh `sync`, with nothing asked, long before the lease (30 s) would lapse (it fails in
+/// 15 s without that lookup).
+#[tokio::test]
+async fn a_silent_watcher_of_an_ended_room_follows_it_when_its_owner_dies() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let mut nodes = [node("wa", &prefix, &[]), node("wb", &prefix, &[]), node("wc", &prefix, &[])];
+    until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "wc", json!(10), 40).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    send(&mut a, json!({"t": "sub", "room": room})).await;
+    next_where(&mut a, 10_000, |v| v["t"] == "sync").await.expect("sync");
+    for cs in 1..=10u64 {
+        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+    }
+    next_where(&mut a, 10_000, |v| v["t"] == "result").await.expect("the game ends");
+    let killed_at = tokio::time::Instant::now();
+    nodes[2].kill();
+    let sync = next_where(&mut a, 15_000, |v| v["t"] == "sync")
+        .await
+        .expect("no sync 15 s after the ended room's owner died: the watcher waits for the lease (30 s)");
+    eprintln!(
+        "a silent watcher's sync of an ended room {} ms after its owner's SIGKILL",
+        killed_at.elapsed().as_millis()
+    );
+    assert_eq!(sync["view"]["count"], 10, "the finished game as it ended: {sync}");
+    let info = get_json(&http, format!("{}/api/rooms/{room}", nodes[0].base), &alice).await;
+    assert_ne!(info["node"], "wc", "{info}");
+}
+
 /// A watcher that sends nothing follows its room: bob watches a room owned by pc from pb
 /// and never writes to his socket again; pc is SIGKILLed, the room resumes on another
 /// node, and bob's node (its route board saw the room's holder change) subscribes him
