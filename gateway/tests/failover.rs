@@ -208,6 +208,47 @@ async fn a_silent_watcher_of_an_ended_room_follows_it_when_its_owner_dies() {
     assert_ne!(info["node"], "wc", "{info}");
 }
 
+/// A node paused past its heartbeat loses its room to the others; when it wakes nothing
+/// of that room reaches it any more (nobody acts through it), so only its lease check
+/// (every second, `Leases::verify`) can find the room lost: it stops its stale copy and
+/// counts it in `roomd_leases_lost_total`.
+#[tokio::test]
+async fn a_node_woken_after_its_room_moved_finds_the_lease_lost_and_stops_its_copy() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [node("la", &prefix, &[]), node("lb", &prefix, &[]), node("lc", &prefix, &[])];
+    until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "lc", json!(null), 40).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    send(&mut a, json!({"t": "sub", "room": room})).await;
+    next_where(&mut a, 10_000, |v| v["t"] == "sync").await.expect("sync");
+    assert_eq!(bump_until_acked(&mut a, &room, 1, Duration::from_secs(10)).await.expect("ack")["seq"], 1);
+    assert_eq!(metric(&http, &nodes[2], "roomd_leases_lost_total").await, 0.0);
+    nodes[2].signal("STOP");
+    let ack = bump_until_acked(&mut a, &room, 2, Duration::from_secs(20)).await.expect("another node took the room");
+    assert_eq!(ack["seq"], 2);
+    nodes[2].signal("CONT");
+    let woke_at = tokio::time::Instant::now();
+    loop {
+        let lost = metric(&http, &nodes[2], "roomd_leases_lost_total").await;
+        let rooms = metric(&http, &nodes[2], "roomd_rooms").await;
+        if lost >= 1.0 && rooms == 0.0 {
+            break;
+        }
+        assert!(
+            woke_at.elapsed() < Duration::from_secs(10),
+            "lc still hosts its stale copy ({rooms} rooms, {lost} leases found lost)"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!("the woken node stopped its stale room {} ms after SIGCONT", woke_at.elapsed().as_millis());
+    let info = get_json(&http, format!("{}/api/rooms/{room}", nodes[0].base), &alice).await;
+    assert_ne!(info["node"], "lc", "{info}");
+}
+
 /// A watcher that sends nothing follows its room: bob watches a room owned by pc from pb
 /// and never writes to his socket again; pc is SIGKILLed, the room resumes on another
 /// node, and bob's node (its route board saw the room's holder change) subscribes him

@@ -50,6 +50,9 @@ pub struct FailoverMetrics {
     pub failovers: IntCounter,
     /// Nodes this node found dead (every survivor counts the same death).
     pub dead_nodes: IntCounter,
+    /// Rooms this node stopped because its lease check found their lease no longer its
+    /// own (taken over while it was paused or cut off, released, or lost by Redis).
+    pub leases_lost: IntCounter,
     /// Per room taken over from a node found dead: from the last poll that still saw the
     /// dead node's subscription (an upper bound of the death) to the room restored here
     /// and taking inputs. Detection + take over + restore; the client's retry adds to it.
@@ -66,6 +69,10 @@ impl FailoverMetrics {
                 "roomd_dead_nodes_total",
                 "nodes this node found dead (bus subscription gone)",
             )?,
+            leases_lost: IntCounter::new(
+                "roomd_leases_lost_total",
+                "rooms this node stopped because their lease was no longer its own",
+            )?,
             resume: Histogram::with_opts(
                 HistogramOpts::new(
                     "roomd_failover_resume_seconds",
@@ -79,6 +86,7 @@ impl FailoverMetrics {
     pub fn register(&self, registry: &Registry) -> Result<(), prometheus::Error> {
         registry.register(Box::new(self.failovers.clone()))?;
         registry.register(Box::new(self.dead_nodes.clone()))?;
+        registry.register(Box::new(self.leases_lost.clone()))?;
         registry.register(Box::new(self.resume.clone()))
     }
 }

@@ -527,6 +527,7 @@ impl ClusterNode {
                                 continue;
                             }
                             warn!(room = %room, "lease lost; the room stops here");
+                            node.failover.leases_lost.inc();
                             if let Some(handle) = node.deps.directory.handle(&room) {
                                 let _ = handle.handover().try_send(crate::messages::Handover);
                             }
