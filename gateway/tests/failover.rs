@@ -127,19 +127,17 @@ async fn sigkill_of_an_owner_of_five_rooms_resumes_them_within_about_a_second_wi
     }
 }
 
-/// An ended room kept for its watchers is not among the open rooms the failover scan looks
-/// at: when its owner dies, a lookup finds the lease's holder gone and the room is shown
-/// where placement says, without waiting out the lease (30 s by default).
-#[tokio::test]
-async fn an_ended_room_on_a_dead_node_is_shown_elsewhere_without_waiting_for_its_lease() {
-    let _serial = SERIAL.lock().await;
+/// Three nodes with default settings and a tally room owned by the third, played to its
+/// end (10 bumps) by alice from the first; bob is seated from the second. Returns the
+/// nodes, alice's and bob's tokens, the room and alice's socket, still subscribed.
+async fn ended_room_on_the_third(ids: [&str; 3]) -> ([Proc; 3], reqwest::Client, String, String, String, Ws) {
     let prefix = prefix();
-    let mut nodes = [node("da", &prefix, &[]), node("db", &prefix, &[]), node("dc", &prefix, &[])];
+    let nodes = ids.map(|id| node(id, &prefix, &[]));
     until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
     let http = reqwest::Client::new();
     let (_, alice) = token(&http, &nodes[0], "alice").await;
     let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "dc", json!(10), 40).await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], ids[2], json!(10), 40).await;
     let mut a = connect(&nodes[0], &alice).await;
     send(&mut a, json!({"t": "sub", "room": room})).await;
     next_where(&mut a, 10_000, |v| v["t"] == "sync").await.expect("sync");
@@ -147,6 +145,16 @@ async fn an_ended_room_on_a_dead_node_is_shown_elsewhere_without_waiting_for_its
         send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
     }
     next_where(&mut a, 10_000, |v| v["t"] == "result").await.expect("the game ends");
+    (nodes, http, alice, bob, room, a)
+}
+
+/// An ended room kept for its watchers is not among the open rooms the failover scan looks
+/// at: when its owner dies, a lookup finds the lease's holder gone and the room is shown
+/// where placement says, without waiting out the lease (30 s by default).
+#[tokio::test]
+async fn an_ended_room_on_a_dead_node_is_shown_elsewhere_without_waiting_for_its_lease() {
+    let _serial = SERIAL.lock().await;
+    let (mut nodes, http, _, bob, room, a) = ended_room_on_the_third(["da", "db", "dc"]).await;
     drop(a);
     let killed_at = tokio::time::Instant::now();
     nodes[2].kill();
@@ -180,20 +188,7 @@ async fn an_ended_room_on_a_dead_node_is_shown_elsewhere_without_waiting_for_its
 #[tokio::test]
 async fn a_silent_watcher_of_an_ended_room_follows_it_when_its_owner_dies() {
     let _serial = SERIAL.lock().await;
-    let prefix = prefix();
-    let mut nodes = [node("wa", &prefix, &[]), node("wb", &prefix, &[]), node("wc", &prefix, &[])];
-    until_all_see(&[&nodes[0], &nodes[1], &nodes[2]], 3).await;
-    let http = reqwest::Client::new();
-    let (_, alice) = token(&http, &nodes[0], "alice").await;
-    let (_, bob) = token(&http, &nodes[1], "bob").await;
-    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "wc", json!(10), 40).await;
-    let mut a = connect(&nodes[0], &alice).await;
-    send(&mut a, json!({"t": "sub", "room": room})).await;
-    next_where(&mut a, 10_000, |v| v["t"] == "sync").await.expect("sync");
-    for cs in 1..=10u64 {
-        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
-    }
-    next_where(&mut a, 10_000, |v| v["t"] == "result").await.expect("the game ends");
+    let (mut nodes, http, alice, _, room, mut a) = ended_room_on_the_third(["wa", "wb", "wc"]).await;
     let killed_at = tokio::time::Instant::now();
     nodes[2].kill();
     let sync = next_where(&mut a, 15_000, |v| v["t"] == "sync")

@@ -206,48 +206,40 @@ impl ClusterNode {
                 return Ok(Owner::Here(handle));
             }
         }
-        if let Some(token) = self.leases.holder(room).await? {
-            let node = Leases::node_of(&token).to_owned();
-            if node != self.id() {
+        let claim = match self.leases.holder(room).await? {
+            Some(token) => {
+                let node = Leases::node_of(&token).to_owned();
+                if node == self.id() {
+                    // A lease with this node's id that this process does not hold: its
+                    // previous incarnation's (restarted with the same id) or a claim whose
+                    // answer was lost. Taken back at once with a higher epoch instead of
+                    // waiting for it to lapse. A room held here whose actor stopped is
+                    // being handed over or closed: its lease is released shortly.
+                    if self.holds(room) || self.draining.load(Ordering::Relaxed) {
+                        return Ok(Owner::Moving);
+                    }
+                    return Ok(match self.take_back(room, &token).await? {
+                        Some(handle) => Owner::Here(handle),
+                        None => Owner::Moving,
+                    });
+                }
                 if self.members.is_live(&node, self.now_ms()).await? {
                     return Ok(Owner::There(node));
                 }
-                // Its holder is no longer a live node (found dead, gone, or silent past its
-                // heartbeat): the room goes where placement says now, not when the lease's
-                // TTL runs out. The failover scan does the same for open rooms; this covers
-                // a lookup that comes first, and an ended room kept for its watchers, which
-                // the scan does not look at. Placement's node takes it over when asked.
-                let nodes = self.placeable().await?;
-                return Ok(match placement::owner(room, nodes.iter().map(String::as_str)) {
-                    Some(owner) if owner == self.id() => {
-                        match self.activate_with(room, Claim::From(token.clone())).await? {
-                            Some(handle) => Owner::Here(handle),
-                            None => Owner::Moving,
-                        }
-                    }
-                    Some(owner) => Owner::There(owner.to_owned()),
-                    None => Owner::Moving,
-                });
+                // Its holder is no longer a live node (found dead, gone, or silent past
+                // its heartbeat): the room goes where placement says now, not when the
+                // lease's TTL runs out. The failover scan does the same for open rooms;
+                // this covers a lookup that comes first, and an ended room kept for its
+                // watchers, which the scan does not look at. Placement's node takes it
+                // over when asked.
+                Claim::From(token)
             }
-            // A lease with this node's id that this process does not hold: its previous
-            // incarnation's (restarted with the same id) or a claim whose answer was lost.
-            // Taken back at once with a higher epoch instead of waiting for it to lapse.
-            // A room held here whose actor stopped is being handed over or closed: its
-            // lease is released shortly.
-            if self.holds(room) || self.draining.load(Ordering::Relaxed) {
-                return Ok(Owner::Moving);
-            }
-            return Ok(match self.take_back(room, &token).await? {
-                Some(handle) => Owner::Here(handle),
-                None => Owner::Moving,
-            });
-        }
-        if self.store.room(room).await?.is_none() {
-            return Ok(Owner::Unknown);
-        }
+            None if self.store.room(room).await?.is_none() => return Ok(Owner::Unknown),
+            None => Claim::Free,
+        };
         let nodes = self.placeable().await?;
         match placement::owner(room, nodes.iter().map(String::as_str)) {
-            Some(owner) if owner == self.id() => match self.activate(room).await? {
+            Some(owner) if owner == self.id() => match self.activate_with(room, claim).await? {
                 Some(handle) => Ok(Owner::Here(handle)),
                 None => Ok(Owner::Moving),
             },
@@ -506,6 +498,7 @@ impl ClusterNode {
                     renewed = Instant::now();
                 }
                 match checked {
+                    Ok(lost) if lost.is_empty() => {}
                     Ok(lost) => {
                         let checked: HashMap<&str, &str> =
                             held.iter().map(|(room, token)| (room.as_str(), token.as_str())).collect();
