@@ -109,9 +109,10 @@ pub struct ClusterNode {
     pub quota: RoomQuota,
     /// The per-user cap on seats in waiting rooms, from each user's own index.
     pub seats: WaitingSeats,
-    /// Nodes found dead, with the last time their subscription was seen (for
-    /// `roomd_failover_resume_seconds`).
-    dead_since: Mutex<HashMap<String, Instant>>,
+    /// Failure detection's state, fed by its polls; also when each node's bus subscription
+    /// was last seen (`roomd_failover_resume_seconds` times a room taken over from a node
+    /// from there, whichever path takes it, the failover scan or a lookup).
+    detector: Mutex<Detector>,
     /// Wakes the failover scan at once (a node died or left).
     rescan: tokio::sync::Notify,
     /// Where the rooms this node's sessions watch elsewhere are (`routes.rs`), and what
@@ -157,6 +158,13 @@ impl ClusterNode {
         let keys = store.keys().clone();
         let conn = store.connection();
         let publisher = Publisher::new(store.thread_conns(), &config.prefix);
+        // On a Redis Cluster the bus channel's shard can fail over while the membership's
+        // is fine: a live node must have had the time to beat before it is found dead.
+        let detector = if config.redis.is_cluster() {
+            Detector::with_min_silence(Duration::from_millis(config.heartbeat_ms * 3 / 2))
+        } else {
+            Detector::new()
+        };
         Arc::new(ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
             quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
@@ -175,7 +183,7 @@ impl ClusterNode {
             activating: Mutex::new(HashMap::new()),
             activation_slots: tokio::sync::Semaphore::new(ACTIVATION_CONCURRENCY),
             failover,
-            dead_since: Mutex::new(HashMap::new()),
+            detector: Mutex::new(detector),
             rescan: tokio::sync::Notify::new(),
             routes: RouteBoard::new(),
             reroute: tokio::sync::Notify::new(),
@@ -339,7 +347,7 @@ impl ClusterNode {
                     let holder = Leases::node_of(from);
                     if holder != self.id() {
                         self.failover.failovers.inc();
-                        let since = self.dead_since.lock().ok().and_then(|d| d.get(holder).copied());
+                        let since = self.detector.lock().ok().and_then(|d| d.last_seen(holder));
                         if let Some(since) = since {
                             self.failover.resume.observe(since.elapsed().as_secs_f64());
                         }
@@ -550,16 +558,11 @@ impl ClusterNode {
 
         let node = self.clone();
         actix::spawn(async move {
-            let mut detector = if node.config.redis.is_cluster() {
-                Detector::with_min_silence(Duration::from_millis(node.config.heartbeat_ms * 3 / 2))
-            } else {
-                Detector::new()
-            };
             let mut ticks = tokio::time::interval(failover::DETECT_EVERY);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                if let Err(e) = node.detect(&mut detector).await {
+                if let Err(e) = node.detect().await {
                     warn!(error = %e, "failure detection poll failed");
                 }
             }
@@ -589,29 +592,16 @@ impl ClusterNode {
 
     /// One detection poll: the live nodes and their bus subscribers in two round trips;
     /// dead ones are removed from the membership and their rooms are taken at once.
-    async fn detect(self: &Arc<Self>, detector: &mut Detector) -> Result<(), StoreError> {
+    async fn detect(self: &Arc<Self>) -> Result<(), StoreError> {
         let live = self.members.live_scored(self.now_ms()).await?;
         let others: Vec<String> = live.iter().filter(|(m, _)| m.id != self.id()).map(|(m, _)| m.id.clone()).collect();
         let counts = failover::subscribers(&self.store.connection(), &self.config.prefix, &others).await?;
-        let verdict = detector.observe(self.id(), &live, &counts, Instant::now());
-        if let Ok(mut d) = self.dead_since.lock() {
-            // Seen listening again (back, or restarted with the same id): not dead.
-            for (node, count) in others.iter().zip(&counts) {
-                if *count > 0 {
-                    d.remove(node);
-                }
-            }
-        }
+        let verdict = match self.detector.lock() {
+            Ok(mut detector) => detector.observe(self.id(), &live, &counts, Instant::now()),
+            Err(_) => return Err(StoreError::Unavailable("failure detector poisoned".into())),
+        };
         let mut rescan = !verdict.departed.is_empty();
-        for gone in &verdict.departed {
-            if let (Some(seen), Ok(mut d)) = (detector.last_seen(gone), self.dead_since.lock()) {
-                d.entry(gone.clone()).or_insert(seen);
-            }
-        }
         for (dead, score) in verdict.dead {
-            if let Ok(mut d) = self.dead_since.lock() {
-                d.insert(dead.clone(), detector.last_seen(&dead).unwrap_or_else(Instant::now));
-            }
             if self.members.forget(&dead, score).await? {
                 self.failover.dead_nodes.inc();
                 warn!(node = %dead, "node found dead (its bus subscription is gone); taking over its rooms");
