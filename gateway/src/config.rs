@@ -182,6 +182,17 @@ pub struct Cluster {
     /// bring two more within it, and then only as long as its rate takes to bring five
     /// (`room_actor::pace`).
     pub batch_window_ms: u64,
+    /// Where this node takes peer links from other nodes (`host:port`; port 0: any free
+    /// one). Empty (the default): frames between nodes go through Redis pub/sub. With
+    /// it set, frames to every node that takes links go straight to it
+    /// (`room_actor::cluster::link`).
+    #[serde(default)]
+    pub peer_listen: String,
+    /// The address other nodes dial for this node's links: `host:port`, or a host alone
+    /// (the bound port is added). Unset: the bound address, which must then not be a
+    /// wildcard (0.0.0.0 or ::).
+    #[serde(default)]
+    pub peer_advertise: Option<String>,
 }
 
 /// The longest batch window an operator may set: a frame to another node that waited
@@ -189,6 +200,45 @@ pub struct Cluster {
 pub const MAX_BATCH_WINDOW_MS: u64 = 50;
 
 impl Cluster {
+    /// The address other nodes dial for this node's links, given the address its link
+    /// socket is bound to; or why there is none.
+    pub fn peer_advertise(&self, bound: std::net::SocketAddr) -> Result<String, String> {
+        let Some(raw) = self.peer_advertise.as_deref().map(str::trim).filter(|a| !a.is_empty()) else {
+            if bound.ip().is_unspecified() {
+                return Err(format!(
+                    "ROOMD__CLUSTER__PEER_LISTEN {:?} takes links on every address: set ROOMD__CLUSTER__PEER_ADVERTISE \
+                     to the host (or host:port) other nodes dial (in Kubernetes, the pod's IP)",
+                    self.peer_listen
+                ));
+            }
+            return Ok(bound.to_string());
+        };
+        let bad = |why: &str| format!("ROOMD__CLUSTER__PEER_ADVERTISE {raw:?}: {why}");
+        if raw.contains('/') {
+            return Err(bad("expected host, host:port or ip:port (no scheme, no path)"));
+        }
+        if let Ok(ip) = raw.trim_start_matches('[').trim_end_matches(']').parse::<std::net::IpAddr>() {
+            if ip.is_unspecified() {
+                return Err(bad("a wildcard address is nothing another node can dial"));
+            }
+            return Ok(std::net::SocketAddr::new(ip, bound.port()).to_string());
+        }
+        if let Ok(addr) = raw.parse::<std::net::SocketAddr>() {
+            if addr.ip().is_unspecified() || addr.port() == 0 {
+                return Err(bad("needs a dialable address and a port other than 0"));
+            }
+            return Ok(addr.to_string());
+        }
+        match raw.rsplit_once(':') {
+            None => Ok(format!("{raw}:{}", bound.port())),
+            Some((host, port)) if !host.is_empty() => match port.parse::<u16>() {
+                Ok(port) if port > 0 => Ok(raw.to_owned()),
+                _ => Err(bad("the port must be a number from 1 to 65535")),
+            },
+            _ => Err(bad("expected host, host:port or ip:port")),
+        }
+    }
+
     /// The batch window, or why it cannot be one.
     pub fn batch_window(&self) -> Result<std::time::Duration, String> {
         if self.batch_window_ms > MAX_BATCH_WINDOW_MS {
@@ -275,6 +325,7 @@ impl Settings {
             .set_default("cluster.drain_grace_s", 20)?
             .set_default("cluster.heartbeat_ms", 500)?
             .set_default("cluster.batch_window_ms", 5)?
+            .set_default("cluster.peer_listen", "")?
             .set_default("ws.max_frame_bytes", 64 * 1024)?
             .set_default("ws.rate_per_s", 30)?
             .set_default("ws.burst", 60)?
@@ -305,10 +356,46 @@ impl Settings {
 mod tests {
     use super::{Cluster, Node};
 
+    fn cluster_settings() -> Cluster {
+        Cluster {
+            lease_ms: 3000,
+            drain_grace_s: 20,
+            heartbeat_ms: 500,
+            batch_window_ms: 5,
+            peer_listen: String::new(),
+            peer_advertise: None,
+        }
+    }
+
+    #[test]
+    fn the_peer_link_address_is_one_other_nodes_can_dial() {
+        let bound: std::net::SocketAddr = "10.0.3.7:7946".parse().unwrap();
+        let wildcard: std::net::SocketAddr = "0.0.0.0:7946".parse().unwrap();
+        let advertise = |a: Option<&str>, at| {
+            Cluster { peer_listen: "0.0.0.0:7946".into(), peer_advertise: a.map(str::to_owned), ..cluster_settings() }
+                .peer_advertise(at)
+        };
+        assert_eq!(advertise(None, bound), Ok("10.0.3.7:7946".to_owned()));
+        assert_eq!(advertise(Some("10.0.3.8"), wildcard), Ok("10.0.3.8:7946".to_owned()), "an IP gets the port");
+        assert_eq!(advertise(Some("fd00::7"), wildcard), Ok("[fd00::7]:7946".to_owned()));
+        assert_eq!(advertise(Some("roomd-1.roomd"), wildcard), Ok("roomd-1.roomd:7946".to_owned()));
+        assert_eq!(advertise(Some("roomd-1.roomd:9000"), wildcard), Ok("roomd-1.roomd:9000".to_owned()));
+        assert_eq!(advertise(Some(" "), bound), Ok("10.0.3.7:7946".to_owned()));
+        for (setting, why) in [
+            (None, "ROOMD__CLUSTER__PEER_ADVERTISE to the host"),
+            (Some("0.0.0.0"), "wildcard"),
+            (Some("10.0.3.8:0"), "port other than 0"),
+            (Some("roomd-1:http"), "port must be a number"),
+            (Some("http://roomd-1"), "expected host"),
+        ] {
+            let refused = advertise(setting, wildcard).expect_err(&format!("{setting:?}"));
+            assert!(refused.contains(why), "{setting:?}: {refused}");
+        }
+    }
+
     #[test]
     fn a_batch_window_is_at_most_fifty_milliseconds() {
-        let cluster =
-            |batch_window_ms| Cluster { lease_ms: 3000, drain_grace_s: 20, heartbeat_ms: 500, batch_window_ms };
+        let cluster = |batch_window_ms| Cluster { batch_window_ms, ..cluster_settings() };
         assert_eq!(cluster(0).batch_window(), Ok(std::time::Duration::ZERO));
         assert_eq!(cluster(2).batch_window(), Ok(std::time::Duration::from_millis(2)));
         assert_eq!(cluster(50).batch_window(), Ok(std::time::Duration::from_millis(50)));

@@ -11,7 +11,8 @@ use actix_web::middleware::DefaultHeaders;
 use actix_web::{web, App, HttpServer};
 use prometheus::{IntCounter, IntGauge, Registry};
 use room_actor::cluster::failover::FailoverMetrics;
-use room_actor::cluster::node::{ClusterConfig, ClusterNode};
+use room_actor::cluster::link::LinkKey;
+use room_actor::cluster::node::{ClusterConfig, ClusterNode, PeerConfig};
 use room_actor::messages::Notice;
 use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
@@ -157,20 +158,40 @@ impl AppState {
         let failover = FailoverMetrics::new()?;
         failover.register(&registry)?;
         let cluster = match (redis, settings.redis.target().ok().flatten()) {
-            (Some(redis), Some(target)) => Some(ClusterNode::new(
-                ClusterConfig {
-                    node_id: node_id.clone(),
-                    redis: target,
-                    prefix: settings.redis.prefix.clone(),
-                    lease_ms: settings.cluster.lease_ms,
-                    heartbeat_ms: settings.cluster.heartbeat_ms,
-                    batch_window,
-                },
-                redis,
-                room_deps.clone(),
-                failover,
-            )),
-            _ => None,
+            (Some(redis), Some(target)) => {
+                let socket = peer_socket(&settings)?;
+                if socket.is_some() && redis_is_tls(&settings) {
+                    warn!("peer links are authenticated, not encrypted, while Redis is reached over TLS: keep the nodes' peer addresses on a private network");
+                }
+                let peer = socket.as_ref().map(|(_, advertise)| PeerConfig {
+                    advertise: advertise.clone(),
+                    key: Arc::new(LinkKey::from_secret(&secret)),
+                });
+                let node = ClusterNode::new(
+                    ClusterConfig {
+                        node_id: node_id.clone(),
+                        redis: target,
+                        prefix: settings.redis.prefix.clone(),
+                        lease_ms: settings.cluster.lease_ms,
+                        heartbeat_ms: settings.cluster.heartbeat_ms,
+                        batch_window,
+                        peer,
+                    },
+                    redis,
+                    room_deps.clone(),
+                    failover,
+                );
+                if let Some((listener, _)) = socket {
+                    node.listen_for_peers(listener);
+                }
+                Some(node)
+            }
+            _ => {
+                if !settings.cluster.peer_listen.trim().is_empty() {
+                    warn!("ROOMD__CLUSTER__PEER_LISTEN is set but this node is not in a cluster (no Redis): ignored");
+                }
+                None
+            }
         };
         let rooms = Rooms::new(node_id.clone(), directory, cluster.clone());
         let open_sessions = cluster.as_ref().map_or_else(|| Arc::new(Sessions::new()), |c| c.sessions().clone());
@@ -205,6 +226,26 @@ impl AppState {
             room_threads: Arc::default(),
         })
     }
+}
+
+/// Binds the peer link socket when `ROOMD__CLUSTER__PEER_LISTEN` is set: the socket and
+/// the address other nodes dial.
+fn peer_socket(settings: &Settings) -> Result<Option<(std::net::TcpListener, String)>, StartError> {
+    let listen = settings.cluster.peer_listen.trim();
+    if listen.is_empty() {
+        return Ok(None);
+    }
+    let bind_error = |source| StartError::Bind { addr: listen.to_owned(), source };
+    let listener = std::net::TcpListener::bind(listen).map_err(bind_error)?;
+    let bound = listener.local_addr().map_err(bind_error)?;
+    let advertise = settings.cluster.peer_advertise(bound).map_err(StartError::Config)?;
+    info!(bound = %bound, advertise = %advertise, "peer link socket bound");
+    Ok(Some((listener, advertise)))
+}
+
+fn redis_is_tls(settings: &Settings) -> bool {
+    let urls = [settings.redis.url.as_deref(), settings.redis.cluster_urls.as_deref()];
+    urls.into_iter().flatten().any(|u| u.contains("rediss://"))
 }
 
 /// A running node: the server future to await and the address it listens on.

@@ -10,8 +10,8 @@ use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::procs::{
-    bus_publish_verb, connect, create_room, get_json, metric, next_within, on_test_redis, redis_cli_target, room_on,
-    send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
+    bus_publish_verb, connect, counter, create_room, get_json, metric, next_within, on_test_redis, redis_cli_target,
+    room_on, send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
 };
 use tokio_tungstenite::tungstenite::Message;
 
@@ -58,12 +58,22 @@ async fn clients_on_two_nodes_play_a_room_owned_by_a_third() {
         }
     }
     let room = found.expect("some room lands on nc");
+    // Each node knows where the other two take links (from its next membership read).
+    for n in &nodes {
+        until(|| async { counter(&http, n, "roomd_bus_peer_addresses").await == 2.0 }, "peer addresses known").await;
+    }
     let mut a = connect(&nodes[0], &alice).await;
     let mut b = connect(&nodes[1], &bob).await;
     for ws in [&mut a, &mut b] {
         send(ws, json!({"t": "sub", "room": room})).await;
         let sync = next_where(ws, 10, |v| v["t"] == "sync").await.expect("sync through the owner");
         assert_eq!(sync["seq"], 0);
+    }
+    let by_redis = r#"roomd_bus_frames_sent_total{path="redis"}"#;
+    let by_link = r#"roomd_bus_frames_sent_total{path="link"}"#;
+    let mut before = Vec::new();
+    for n in &nodes {
+        before.push((counter(&http, n, by_redis).await, counter(&http, n, by_link).await));
     }
     // Alternate bumps from both nodes; each gets its ack and sees the other's update.
     for i in 1..=5u64 {
@@ -77,6 +87,69 @@ async fn clients_on_two_nodes_play_a_room_owned_by_a_third() {
     let result = next_where(&mut a, 10, |v| v["t"] == "result").await.expect("result reaches alice's node");
     assert_eq!(result["result"]["details"]["count"], 10);
     next_where(&mut b, 10, |v| v["t"] == "result").await.expect("result reaches bob's node");
+    // Every frame of the game crossed on peer links: the players' commands to nc, and
+    // nc's acks and updates to both gateways; none went through Redis pub/sub.
+    let mut after = Vec::new();
+    for n in &nodes {
+        after.push((counter(&http, n, by_redis).await, counter(&http, n, by_link).await));
+    }
+    for (i, n) in nodes.iter().enumerate() {
+        assert_eq!(after[i].0, before[i].0, "{}: frames through Redis during the game", n.id);
+        assert!(after[i].1 >= before[i].1 + 5.0, "{}: frames on links {:?} -> {:?}", n.id, before[i], after[i]);
+    }
+}
+
+#[tokio::test]
+async fn a_node_without_peer_links_plays_with_one_that_has_them() {
+    // A rolling upgrade, or an operator who leaves links off on one node: frames to and
+    // from that node go through Redis, the others' links still carry theirs.
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let linked = node("nlink", &prefix);
+    let plain = Proc::spawn(
+        "nplain",
+        on_test_redis("nplain", &prefix)
+            .short_lease()
+            .set("ROOMD__ROOMS__ENDED_LINGER_S", "2")
+            .set("ROOMD__CLUSTER__PEER_LISTEN", ""),
+    );
+    until_all_see(&[&linked, &plain], 2).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &linked, "alice").await;
+    let (_, bob) = token(&http, &plain, "bob").await;
+    // One room owned by each node, each played from both.
+    let mut owned = std::collections::HashMap::new();
+    for _ in 0..40 {
+        let (room, owner) = start_tally(&http, &linked, &alice, &[(&plain, &bob)], json!(10)).await;
+        owned.entry(owner).or_insert(room);
+        if owned.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(owned.len(), 2, "rooms land on both nodes: {owned:?}");
+    let mut a = connect(&linked, &alice).await;
+    let mut b = connect(&plain, &bob).await;
+    for room in owned.values() {
+        for ws in [&mut a, &mut b] {
+            send(ws, json!({"t": "sub", "room": room})).await;
+            next_where(ws, 10, |v| v["t"] == "sync" && v["room"] == *room).await.expect("sync through the owner");
+        }
+        for i in 1..=5u64 {
+            for ws in [&mut a, &mut b] {
+                send(ws, json!({"t": "act", "room": room, "cs": i, "a": {"type": "bump"}})).await;
+                let ack = next_where(ws, 10, |v| v["t"] == "ack" && v["room"] == *room).await.expect("ack");
+                assert_eq!(ack["cs"], i);
+            }
+        }
+        for ws in [&mut a, &mut b] {
+            let result = next_where(ws, 10, |v| v["t"] == "result" && v["room"] == *room).await.expect("result");
+            assert_eq!(result["result"]["details"]["count"], 10);
+        }
+    }
+    // The linked node found no link to dial: its frames went through Redis.
+    assert_eq!(counter(&http, &linked, "roomd_bus_peer_addresses").await, 0.0);
+    assert!(counter(&http, &linked, r#"roomd_bus_frames_sent_total{path="redis"}"#).await >= 10.0);
+    assert_eq!(counter(&http, &linked, r#"roomd_bus_frames_sent_total{path="link"}"#).await, 0.0);
 }
 
 #[tokio::test]

@@ -87,6 +87,11 @@ impl Keys {
         format!("{}:layout", self.nodes)
     }
 
+    /// Node id → the address it takes peer links on (`cluster::link`), for nodes that do.
+    pub fn node_peers(&self) -> String {
+        format!("{}:peers", self.nodes)
+    }
+
     /// The room's ownership lease (`node/epoch`), checked by every append.
     pub fn lease(&self, room_id: &str) -> String {
         let parts = [self.prefix.as_str(), ":{room:", room_id, "}:lease"];
@@ -175,11 +180,11 @@ mod tests {
     fn on_a_cluster_the_membership_keys_share_one_slot_and_keep_their_names_elsewhere() {
         let single = Keys::new("roomd");
         assert_eq!(
-            [single.nodes(), single.draining(), single.node_stats()],
-            ["roomd:nodes", "roomd:nodes:draining", "roomd:nodes:stats"]
+            [single.nodes(), single.draining(), single.node_stats(), single.node_peers()],
+            ["roomd:nodes", "roomd:nodes:draining", "roomd:nodes:stats", "roomd:nodes:peers"]
         );
         let cluster = Keys::clustered("roomd");
-        for key in [cluster.nodes(), cluster.draining(), cluster.node_stats()] {
+        for key in [cluster.nodes(), cluster.draining(), cluster.node_stats(), cluster.node_peers()] {
             assert!(key.starts_with("roomd:{nodes}"), "{key}");
         }
         assert_eq!(cluster.lease("r_1"), single.lease("r_1"));

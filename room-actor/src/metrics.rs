@@ -33,6 +33,13 @@ pub struct RoomMetrics {
     pub bus_lag: Histogram,
     /// Bus frames dropped (malformed, truncated, another roomd version).
     pub bus_dropped: IntCounter,
+    /// Bus frames this node sent, by path: `link` (a peer link) or `redis` (pub/sub).
+    pub bus_frames_sent: IntCounterVec,
+    /// Peer links this node refused (no proof of the cluster's secret, another node's
+    /// hello, no handshake in time).
+    pub bus_links_refused: IntCounter,
+    /// Live nodes this node can dial a peer link to (they advertise an address).
+    pub bus_peer_addresses: IntGauge,
     /// Rooms whose commands from other nodes wait behind a slow one of theirs (a request
     /// awaiting the room's answer, a room being found or restored): `backlog.rs`.
     pub bus_backlog_rooms: IntGauge,
@@ -76,10 +83,25 @@ impl RoomMetrics {
             )?,
             drains: IntCounter::new("roomd_drains_total", "drains (SIGTERM) of this node")?,
             bus_lag: Histogram::with_opts(
-                HistogramOpts::new("roomd_bus_lag_seconds", "pub/sub publish to delivery at this node")
-                    .buckets(LATENCY_BUCKETS.to_vec()),
+                HistogramOpts::new(
+                    "roomd_bus_lag_seconds",
+                    "bus frame sent (publish or link write) to delivery at this node",
+                )
+                .buckets(LATENCY_BUCKETS.to_vec()),
             )?,
             bus_dropped: IntCounter::new("roomd_bus_dropped_total", "bus frames dropped as malformed or foreign")?,
+            bus_frames_sent: IntCounterVec::new(
+                Opts::new("roomd_bus_frames_sent_total", "bus frames sent to other nodes, by path (link or redis)"),
+                &["path"],
+            )?,
+            bus_peer_addresses: IntGauge::new(
+                "roomd_bus_peer_addresses",
+                "live nodes this node can dial a peer link to (they advertise an address)",
+            )?,
+            bus_links_refused: IntCounter::new(
+                "roomd_bus_links_refused_total",
+                "peer links refused (no proof of the cluster secret, wrong node, no handshake)",
+            )?,
             bus_backlog_rooms: IntGauge::new(
                 "roomd_bus_backlog_rooms",
                 "rooms whose commands from other nodes wait behind a slow one of theirs",
@@ -101,6 +123,9 @@ impl RoomMetrics {
         registry.register(Box::new(m.drains.clone()))?;
         registry.register(Box::new(m.bus_lag.clone()))?;
         registry.register(Box::new(m.bus_dropped.clone()))?;
+        registry.register(Box::new(m.bus_frames_sent.clone()))?;
+        registry.register(Box::new(m.bus_links_refused.clone()))?;
+        registry.register(Box::new(m.bus_peer_addresses.clone()))?;
         registry.register(Box::new(m.bus_backlog_rooms.clone()))?;
         Ok(m)
     }

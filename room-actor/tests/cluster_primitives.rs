@@ -190,9 +190,16 @@ async fn membership_by_heartbeat_expiry_with_draining_flags() {
     members.heartbeat("n1", true, 10_500).await.unwrap();
     assert_eq!(
         members.live(10_900).await.unwrap(),
-        vec![Member { id: "n1".into(), draining: true }, Member { id: "n2".into(), draining: false }]
+        vec![
+            Member { id: "n1".into(), draining: true, peer: None },
+            Member { id: "n2".into(), draining: false, peer: None }
+        ]
     );
-    assert_eq!(members.live(11_100).await.unwrap(), vec![Member { id: "n1".into(), draining: true }], "n2 expired");
+    assert_eq!(
+        members.live(11_100).await.unwrap(),
+        vec![Member { id: "n1".into(), draining: true, peer: None }],
+        "n2 expired"
+    );
     members.leave("n1").await.unwrap();
     assert!(members.live(10_000).await.unwrap().iter().all(|m| m.id != "n1"));
 }

@@ -56,6 +56,7 @@ async fn a_room_with_a_5000_entry_log_resumes_from_its_snapshot_quickly() {
         lease_ms: 3000,
         heartbeat_ms: 500,
         batch_window: Duration::ZERO,
+        peer: None,
     };
     let second = ClusterNode::new(config, (*store).clone(), deps, FailoverMetrics::new().unwrap());
     let claimed = Instant::now();

@@ -141,6 +141,9 @@ impl Settings {
             .set("ROOMD__REDIS__PREFIX", prefix)
             .set("ROOMD__AUTH__SECRET", SECRET)
             .set("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
+            // Frames between nodes on peer links, as the benchmarks and Kubernetes run
+            // them (a test that wants Redis pub/sub sets this empty).
+            .set("ROOMD__CLUSTER__PEER_LISTEN", "127.0.0.1:0")
     }
 
     /// A short lease: a lost owner is noticed in about 1.5 s.
@@ -466,6 +469,16 @@ pub async fn metric(http: &reqwest::Client, node: &Proc, name: &str) -> f64 {
         .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap_or_else(|| panic!("no {name} on {}", node.base))
+}
+
+/// A counter's value, zero while it has never been counted (a labelled series appears
+/// with its first count).
+pub async fn counter(http: &reqwest::Client, node: &Proc, name: &str) -> f64 {
+    let text = http.get(format!("{}/metrics", node.base)).send().await.unwrap().text().await.unwrap();
+    text.lines()
+        .find(|l| l.strip_prefix(name).is_some_and(|rest| rest.starts_with(' ')))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
 }
 
 pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;

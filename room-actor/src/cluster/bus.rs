@@ -105,6 +105,14 @@ pub enum Envelope {
         from: String,
         cmd: NodeCmd,
     },
+    /// The last frame `from` publishes through Redis before it sends on its new peer link
+    /// `link` (`link.rs`): that link's frames wait for this. Appended last, so the other
+    /// variants keep their encoding; only sent to nodes that advertise links (this build
+    /// or newer), so the frame version stays.
+    Link {
+        from: String,
+        link: u64,
+    },
 }
 
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
@@ -125,6 +133,20 @@ pub fn encode_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, S
     // The envelopes written in place after the header (no second buffer and copy).
     encode_into(&envelopes, &mut frame)?;
     Ok(frame)
+}
+
+/// [`encode_frame`] behind its length (4 bytes, little-endian), as a peer link carries it
+/// (`link.rs`), built in one buffer.
+pub fn encode_link_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
+    let mut framed = Vec::with_capacity(4 + HEADER + 256);
+    framed.extend_from_slice(&[0; 4]);
+    framed.push(FRAME_VERSION);
+    framed.extend_from_slice(&unix_micros(at).to_le_bytes());
+    encode_into(&envelopes, &mut framed)?;
+    let len = u32::try_from(framed.len() - 4)
+        .map_err(|_| StoreError::Corrupt(format!("a bus frame of {} bytes", framed.len())))?;
+    framed[..4].copy_from_slice(&len.to_le_bytes());
+    Ok(framed)
 }
 
 /// Why a frame was dropped.

@@ -175,7 +175,7 @@ mod tests {
     use super::*;
 
     fn live(nodes: &[(&str, i64)]) -> Vec<(Member, i64)> {
-        nodes.iter().map(|(id, s)| (Member { id: (*id).to_owned(), draining: false }, *s)).collect()
+        nodes.iter().map(|(id, s)| (Member { id: (*id).to_owned(), draining: false, peer: None }, *s)).collect()
     }
 
     #[test]

@@ -21,6 +21,8 @@ fn unavailable(e: RedisError) -> StoreError {
 pub struct Member {
     pub id: String,
     pub draining: bool,
+    /// Where it takes peer links (`link.rs`), if it does.
+    pub peer: Option<String>,
 }
 
 #[derive(Clone)]
@@ -37,6 +39,17 @@ impl Membership {
 
     /// Announces `node` alive until `now_ms + ttl`, with its draining flag.
     pub async fn heartbeat(&self, node: &str, draining: bool, now_ms: i64) -> Result<(), StoreError> {
+        self.heartbeat_with(node, draining, None, now_ms).await
+    }
+
+    /// [`Self::heartbeat`], advertising where `node` takes peer links (`None`: it does not).
+    pub async fn heartbeat_with(
+        &self,
+        node: &str,
+        draining: bool,
+        peer: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
         pipe.atomic()
@@ -45,7 +58,12 @@ impl Membership {
             .hset(self.keys.draining(), node, u8::from(draining))
             .ignore()
             .hset(self.keys.node_layouts(), node, LOG_LAYOUT)
-            .ignore()
+            .ignore();
+        match peer {
+            Some(addr) => pipe.hset(self.keys.node_peers(), node, addr).ignore(),
+            None => pipe.hdel(self.keys.node_peers(), node).ignore(),
+        };
+        pipe
             // Entries that expired long ago are dropped so the set stays small.
             .zrembyscore(self.keys.nodes(), "-inf", now_ms - 60 * self.ttl_ms)
             .ignore();
@@ -61,6 +79,8 @@ impl Membership {
             .hdel(self.keys.draining(), node)
             .ignore()
             .hdel(self.keys.node_layouts(), node)
+            .ignore()
+            .hdel(self.keys.node_peers(), node)
             .ignore();
         pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
     }
@@ -87,7 +107,8 @@ impl Membership {
         Ok(all)
     }
 
-    /// Like [`Membership::live`], with each node's heartbeat expiry (ms), in one round trip.
+    /// Like [`Membership::live`], with each node's heartbeat expiry (ms) and peer link
+    /// address, in one round trip.
     pub async fn live_scored(&self, now_ms: i64) -> Result<Vec<(Member, i64)>, StoreError> {
         let mut conn = self.conn.clone();
         let mut pipe = redis::pipe();
@@ -97,14 +118,16 @@ impl Membership {
             .arg("+inf")
             .arg("BYSCORE")
             .arg("WITHSCORES")
-            .hgetall(self.keys.draining());
-        let (scored, flags): (Vec<(String, f64)>, HashMap<String, u8>) =
-            pipe.query_async(&mut conn).await.map_err(unavailable)?;
+            .hgetall(self.keys.draining())
+            .hgetall(self.keys.node_peers());
+        type Read = (Vec<(String, f64)>, HashMap<String, u8>, HashMap<String, String>);
+        let (scored, flags, mut peers): Read = pipe.query_async(&mut conn).await.map_err(unavailable)?;
         let mut out: Vec<(Member, i64)> = scored
             .into_iter()
             .map(|(id, score)| {
                 let draining = flags.get(&id) == Some(&1);
-                (Member { id, draining }, score as i64)
+                let peer = peers.remove(&id);
+                (Member { id, draining, peer }, score as i64)
             })
             .collect();
         out.sort_by(|a, b| a.0.id.cmp(&b.0.id));
@@ -119,6 +142,7 @@ impl Membership {
             .key(self.keys.nodes())
             .key(self.keys.draining())
             .key(self.keys.node_layouts())
+            .key(self.keys.node_peers())
             .arg(node)
             .arg(seen_score)
             .invoke_async(&mut conn)

@@ -1,11 +1,12 @@
 //! Cluster building blocks on Redis: who is alive ([`membership`]), where a room belongs
 //! ([`placement`]), who may write a room's log ([`lease`]), how nodes talk ([`bus`],
-//! [`outbox`]), and the node that ties them together ([`node`]); where watched rooms are
+//! [`outbox`], [`link`]), and the node that ties them together ([`node`]); where watched rooms are
 //! ([`routes`]); operators' reads ([`ops`]).
 
 pub mod bus;
 pub mod failover;
 pub mod lease;
+pub mod link;
 pub mod membership;
 pub mod node;
 pub mod ops;

@@ -18,17 +18,22 @@
 //! stamped with the time its first message was taken, so the hop a ring is credited
 //! with (`bus.rs`) includes the window it waited.
 //!
+//! With peer links (`link.rs`) a frame goes on the destination's link instead of through
+//! Redis, in the same order from the same task; the task falls back to Redis while its
+//! destination has no link.
+//!
 //! A [`RemoteOut`] stands in for each remote subscriber ([`Out::Remote`](crate::messages::Out)):
 //! a room's frame for it goes straight into the outbox toward its node.
 
-use crate::cluster::bus::{Envelope, Publisher, SessionFrame};
+use crate::cluster::bus::{self, Envelope, Publisher, SessionFrame};
+use crate::cluster::link::{self, Link, Links};
 use crate::error::StoreError;
 use crate::messages::{ByteString, ToClient};
 use crate::pace::{gather, Pace};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
-use tracing::warn;
+use tracing::{info, warn};
 
 /// At most this many commands, replies and session messages go in one frame.
 pub const MAX_BATCH: usize = 512;
@@ -74,12 +79,20 @@ pub struct Outboxes {
     publisher: Publisher,
     /// How long a frame's first message waits for others (zero: not at all).
     window: Duration,
+    /// Peer links, when this node dials them (`ROOMD__CLUSTER__PEER_LISTEN` set).
+    links: Option<Arc<Links>>,
     queues: Arc<Mutex<crate::FastMap<String, mpsc::UnboundedSender<Item>>>>,
 }
 
 impl Outboxes {
     pub fn new(publisher: Publisher, window: Duration) -> Outboxes {
-        Outboxes { publisher, window, queues: Arc::default() }
+        Outboxes { publisher, window, links: None, queues: Arc::default() }
+    }
+
+    /// Frames go on peer links to the nodes that advertise one.
+    pub fn with_links(mut self, links: Arc<Links>) -> Outboxes {
+        self.links = Some(links);
+        self
     }
 
     fn push(&self, node: &str, mut item: Item) {
@@ -92,7 +105,12 @@ impl Outboxes {
             }
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        let queue = Queue { node: node.to_owned(), publisher: self.publisher.clone(), window: self.window };
+        let queue = Queue {
+            node: node.to_owned(),
+            publisher: self.publisher.clone(),
+            window: self.window,
+            links: self.links.clone(),
+        };
         tokio::spawn(drain(queue, rx, self.queues.clone(), tx.clone()));
         let _ = tx.send(item);
         queues.insert(node.to_owned(), tx);
@@ -129,6 +147,91 @@ struct Queue {
     node: String,
     publisher: Publisher,
     window: Duration,
+    links: Option<Arc<Links>>,
+}
+
+/// How one destination's frames leave: on its peer link when there is one, else through
+/// Redis.
+struct Route {
+    node: String,
+    channel: String,
+    publisher: Publisher,
+    links: Option<Arc<Links>>,
+    link: Option<Link>,
+    /// No dial before this (after a dial failed or a link broke).
+    retry_at: Instant,
+    /// The dial failures in a row (only the first is logged).
+    failures: u32,
+}
+
+impl Route {
+    /// Sends one frame: whether anyone took it (`false`: nobody listens on the
+    /// destination's channel, the node is gone).
+    async fn send(&mut self, envelopes: &[Envelope], at: SystemTime) -> Result<bool, StoreError> {
+        if let Some(links) = self.links.clone() {
+            self.ensure_link(&links).await;
+            if let Some(link) = self.link.as_mut() {
+                if !link.is_closed() {
+                    let framed = bus::encode_link_frame(envelopes, at)?;
+                    match tokio::time::timeout(link::WRITE_TIMEOUT, link.send(&framed)).await {
+                        Ok(Ok(())) => {
+                            links.metrics.bus_frames_sent.with_label_values(&["link"]).inc();
+                            return Ok(true);
+                        }
+                        Ok(Err(e)) => {
+                            warn!(node = %self.node, error = %e, "peer link broke; this frame goes through Redis")
+                        }
+                        Err(_) => warn!(node = %self.node, "peer link write timed out; this frame goes through Redis"),
+                    }
+                }
+                // The link is gone (its node stopped, or the write failed): through Redis
+                // until a new one is up. What was written on it and not read is lost, as
+                // a pub/sub message is when a subscription drops.
+                self.link = None;
+                self.retry_at = Instant::now() + link::RETRY_AFTER;
+            }
+            links.metrics.bus_frames_sent.with_label_values(&["redis"]).inc();
+        }
+        self.publisher.send_on(&self.channel, envelopes, at).await
+    }
+
+    /// Dials the destination's link when it advertises one and none is up (at most once
+    /// per [`link::RETRY_AFTER`]), and publishes its mark through Redis before any frame
+    /// goes on it.
+    async fn ensure_link(&mut self, links: &Links) {
+        if self.link.is_some() || Instant::now() < self.retry_at {
+            return;
+        }
+        let Some(addr) = links.book.addr(&self.node) else { return };
+        let dialled =
+            tokio::time::timeout(link::HANDSHAKE_TIMEOUT, link::dial(&addr, &links.key, &links.me, &self.node)).await;
+        let link = match dialled {
+            Ok(Ok(link)) => link,
+            failed => {
+                let why = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no handshake within {:?}", link::HANDSHAKE_TIMEOUT),
+                };
+                if self.failures == 0 {
+                    warn!(node = %self.node, addr = %addr, error = %why, "peer link not up; frames go through Redis");
+                }
+                self.failures += 1;
+                self.retry_at = Instant::now() + link::RETRY_AFTER;
+                return;
+            }
+        };
+        let mark = [Envelope::Link { from: links.me.clone(), link: link.id }];
+        match self.publisher.send_on(&self.channel, &mark, SystemTime::now()).await {
+            Ok(true) => {
+                info!(node = %self.node, addr = %addr, link = link.id, "peer link up");
+                self.failures = 0;
+                self.link = Some(link);
+            }
+            // Without its mark the link is not used (its frames could overtake the last
+            // ones published); the next frame goes through Redis and says why.
+            _ => self.retry_at = Instant::now() + link::RETRY_AFTER,
+        }
+    }
 }
 
 /// One destination's task: waits for the first item (and then out the window, if any),
@@ -140,8 +243,10 @@ async fn drain(
     queues: Arc<Mutex<crate::FastMap<String, mpsc::UnboundedSender<Item>>>>,
     own: mpsc::UnboundedSender<Item>,
 ) {
-    let Queue { node, publisher, window } = queue;
+    let Queue { node, publisher, window, links } = queue;
     let channel = publisher.channel(&node);
+    let mut route =
+        Route { node: node.clone(), channel, publisher, links, link: None, retry_at: Instant::now(), failures: 0 };
     let mut pace = Pace::new(window);
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
@@ -158,7 +263,7 @@ async fn drain(
         }
         pace.cut(batch.distinct);
         let (envelopes, waiters, sessions) = batch.finish();
-        let (result, gone) = match publisher.send_on(&channel, &envelopes, first_at).await {
+        let (result, gone) = match route.send(&envelopes, first_at).await {
             Ok(true) => (Ok(()), false),
             Ok(false) => (Err(StoreError::Unavailable(format!("no node listens on {node}'s channel"))), true),
             Err(e) => (Err(e), false),

@@ -9,6 +9,7 @@ mod serve;
 use crate::cluster::bus::{self, Publisher, Reply};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
+use crate::cluster::link::{self, Gate, Inbound, LinkKey, Links, PeerBook};
 use crate::cluster::membership::Membership;
 use crate::cluster::outbox::Outboxes;
 use crate::cluster::placement;
@@ -70,6 +71,17 @@ pub struct ClusterConfig {
     /// How long a frame to another node waits after its first message for more
     /// (`ROOMD__CLUSTER__BATCH_WINDOW_MS`; zero: not at all). See `outbox.rs`.
     pub batch_window: Duration,
+    /// Peer links (`link.rs`): where this node takes them and the key; `None`: frames to
+    /// and from this node go through Redis.
+    pub peer: Option<PeerConfig>,
+}
+
+/// This node's side of peer links.
+#[derive(Clone, Debug)]
+pub struct PeerConfig {
+    /// The address other nodes dial (`ROOMD__CLUSTER__PEER_ADVERTISE`).
+    pub advertise: String,
+    pub key: Arc<LinkKey>,
 }
 
 /// Where a room is now.
@@ -127,6 +139,10 @@ pub struct ClusterNode {
     /// The HTTP workers (set by [`ClusterNode::run`]): rooms the node's own tasks restore
     /// start there, beside the sockets and the bus receiver.
     threads: std::sync::OnceLock<Arc<RoomThreads>>,
+    /// Where the other nodes take peer links (read with the live nodes).
+    peers: PeerBook,
+    /// The socket peer links come in on, until the bus receiver takes it.
+    peer_listener: Mutex<Option<std::net::TcpListener>>,
 }
 
 struct Restore {
@@ -165,12 +181,22 @@ impl ClusterNode {
         } else {
             Detector::new()
         };
+        let peers = PeerBook::default();
+        let mut outboxes = Outboxes::new(publisher, config.batch_window);
+        if let Some(peer) = &config.peer {
+            outboxes = outboxes.with_links(Arc::new(Links {
+                key: peer.key.clone(),
+                me: config.node_id.clone(),
+                book: peers.clone(),
+                metrics: deps.metrics.clone(),
+            }));
+        }
         Arc::new(ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
             quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
             seats: WaitingSeats::new(conn.clone(), keys.clone(), deps.waiting_ttl),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
-            outboxes: Outboxes::new(publisher, config.batch_window),
+            outboxes,
             config,
             store,
             deps,
@@ -190,7 +216,23 @@ impl ClusterNode {
             scanned_once: AtomicBool::new(false),
             drain_request: Arc::new(tokio::sync::Notify::new()),
             threads: std::sync::OnceLock::new(),
+            peers,
+            peer_listener: Mutex::new(None),
         })
+    }
+
+    /// Takes peer links on `listener` (bound to the address `config.peer` advertises, or
+    /// one that reaches it) once [`Self::run`] starts the bus receiver.
+    pub fn listen_for_peers(&self, listener: std::net::TcpListener) {
+        if let Ok(mut slot) = self.peer_listener.lock() {
+            *slot = Some(listener);
+        }
+    }
+
+    /// One membership heartbeat, with this node's draining flag and peer link address.
+    async fn beat(&self, draining: bool) -> Result<(), StoreError> {
+        let peer = self.config.peer.as_ref().map(|p| p.advertise.as_str());
+        self.members.heartbeat_with(self.id(), draining, peer, self.now_ms()).await
     }
 
     pub fn id(&self) -> &str {
@@ -462,7 +504,7 @@ impl ClusterNode {
             let every = Duration::from_millis(node.config.heartbeat_ms.max(50));
             loop {
                 let draining = node.draining.load(Ordering::Relaxed);
-                if let Err(e) = node.members.heartbeat(node.id(), draining, node.now_ms()).await {
+                if let Err(e) = node.beat(draining).await {
                     warn!(error = %e, "heartbeat failed");
                 } else {
                     node.check_log_layout().await;
@@ -569,8 +611,9 @@ impl ClusterNode {
         });
     }
 
-    /// Subscribes to this node's bus channel and hands every frame's envelopes, in
-    /// order, to their rooms, sockets and waiting requests, on the current thread.
+    /// Subscribes to this node's bus channel (and takes its peer links, if it has them)
+    /// and hands every frame's envelopes, in order, to their rooms, sockets and waiting
+    /// requests, on the current thread.
     fn receive(self: &Arc<Self>) {
         let mut rx = bus::subscribe(
             self.config.redis.clone(),
@@ -578,22 +621,87 @@ impl ClusterNode {
             self.id().to_owned(),
             self.deps.metrics.clone(),
         );
+        let (link_tx, mut links) = tokio::sync::mpsc::unbounded_channel();
+        let listener = self.peer_listener.lock().ok().and_then(|mut l| l.take());
+        if let (Some(listener), Some(peer)) = (listener, &self.config.peer) {
+            match listener.set_nonblocking(true).and_then(|()| tokio::net::TcpListener::from_std(listener)) {
+                Ok(listener) => {
+                    info!(node = self.id(), advertise = %peer.advertise, "taking peer links");
+                    tokio::spawn(link::listen(
+                        listener,
+                        peer.key.clone(),
+                        self.id().to_owned(),
+                        link_tx,
+                        self.deps.metrics.clone(),
+                    ));
+                }
+                Err(e) => warn!(error = %e, "peer link socket unusable; frames to this node go through Redis"),
+            }
+        }
         let node = self.clone();
         actix::spawn(async move {
-            while let Some(delivered) = rx.recv().await {
+            let mut gate = Gate::default();
+            let mut tick = tokio::time::interval(link::MARK_WAIT / 4);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
                 // Each envelope in order: commands to one room keep their order (one
                 // that must wait waits in its room's backlog, holding up no other room).
-                for envelope in delivered.envelopes {
-                    node.on_envelope(envelope, delivered.lag);
+                // A link's frames wait for its mark from Redis (`link.rs`).
+                tokio::select! {
+                    delivered = rx.recv() => {
+                        let Some(delivered) = delivered else { return };
+                        for envelope in delivered.envelopes {
+                            match envelope {
+                                bus::Envelope::Link { link, .. } => {
+                                    for held in gate.mark(link) {
+                                        node.deliver(held);
+                                    }
+                                }
+                                envelope => node.on_envelope(envelope, delivered.lag),
+                            }
+                        }
+                    }
+                    Some(inbound) = links.recv() => match inbound {
+                        Inbound::Frame { link, delivered } => {
+                            if let Some(delivered) = gate.frame(link, delivered, Instant::now()) {
+                                node.deliver(delivered);
+                            }
+                        }
+                        Inbound::Closed { link } => {
+                            for held in gate.closed(link) {
+                                node.deliver(held);
+                            }
+                        }
+                    },
+                    _ = tick.tick(), if gate.holding() => {
+                        for held in gate.expired(Instant::now()) {
+                            node.deliver(held);
+                        }
+                    }
                 }
             }
         });
+    }
+
+    fn deliver(self: &Arc<Self>, delivered: bus::Delivered) {
+        for envelope in delivered.envelopes {
+            self.on_envelope(envelope, delivered.lag);
+        }
     }
 
     /// One detection poll: the live nodes and their bus subscribers in two round trips;
     /// dead ones are removed from the membership and their rooms are taken at once.
     async fn detect(self: &Arc<Self>) -> Result<(), StoreError> {
         let live = self.members.live_scored(self.now_ms()).await?;
+        if self.config.peer.is_some() {
+            let addrs: HashMap<String, String> = live
+                .iter()
+                .filter(|(m, _)| m.id != self.id())
+                .filter_map(|(m, _)| Some((m.id.clone(), m.peer.clone()?)))
+                .collect();
+            self.deps.metrics.bus_peer_addresses.set(addrs.len() as i64);
+            self.peers.set(addrs);
+        }
         let others: Vec<String> = live.iter().filter(|(m, _)| m.id != self.id()).map(|(m, _)| m.id.clone()).collect();
         let counts = failover::subscribers(&self.store.connection(), &self.config.prefix, &others).await?;
         let verdict = match self.detector.lock() {
@@ -622,7 +730,7 @@ impl ClusterNode {
     pub async fn hand_over_all(self: &Arc<Self>, within: Duration) {
         self.draining.store(true, Ordering::Relaxed);
         self.deps.metrics.drains.inc();
-        if let Err(e) = self.members.heartbeat(self.id(), true, self.now_ms()).await {
+        if let Err(e) = self.beat(true).await {
             warn!(error = %e, "draining heartbeat failed");
         }
         let held: Vec<(String, String)> =

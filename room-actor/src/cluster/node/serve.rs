@@ -120,6 +120,9 @@ impl ClusterNode {
                 self.drain_request.notify_one();
                 self.reply(&from, req, Reply::Accepted);
             }
+            // A peer link's mark is the receive loop's (`link::Gate`); one that reaches
+            // here (a link's own frames never carry one) has nothing to open.
+            Envelope::Link { .. } => {}
         }
     }
 

@@ -1,0 +1,530 @@
+//! Peer links: bus frames straight from one node to another over TCP, instead of through
+//! Redis pub/sub (`ROOMD__CLUSTER__PEER_LISTEN`, off by default).
+//!
+//! Through Redis, a frame costs a `PUBLISH`, Redis's copy to the subscriber, and the
+//! parsing of both replies on the nodes: about a third of what an action across nodes
+//! costs, and two of its four hops. A link costs one write and one read. Redis stays
+//! what it is for everything else: the log, leases, membership, and the bus for any node
+//! without a link (an older roomd, a peer not dialable yet, a link that broke).
+//!
+//! - **Who may talk.** Every node of a cluster shares the token secret; a link's key is
+//!   derived from it (never the secret itself). The dialer and the listener prove to each
+//!   other that they hold it (HMAC-SHA256 over both node ids, a link id and a nonce from
+//!   each side), so no process without it can feed a node frames or receive one (frames
+//!   carry players' hidden views). Links are authenticated, not encrypted: run them on
+//!   the private network the nodes share, as a plain `redis://` is.
+//! - **Which address.** A node advertises the address it takes links on in the
+//!   membership (`ROOMD__CLUSTER__PEER_ADVERTISE`); peers read it with the live nodes.
+//! - **Order.** One outbox task per destination writes its frames, in order, on one
+//!   link. When a destination moves from Redis to a new link, the last thing the task
+//!   publishes through Redis is an [`Envelope::Link`](crate::cluster::bus::Envelope)
+//!   mark naming the link; the receiver holds the link's frames until the mark has come
+//!   out of its Redis subscription ([`Gate`]), so nothing sent on the link overtakes what
+//!   was published before it. A link that breaks is dropped and its frame goes through
+//!   Redis; a new link is tried a second later.
+//!
+//! On the wire, after the handshake, a frame is a 4-byte little-endian length and the bus
+//! frame itself (`bus::encode_frame`: version, timestamp, envelopes).
+
+use crate::cluster::bus::{self, Delivered};
+use crate::metrics::RoomMetrics;
+use ring::hmac;
+use ring::rand::{SecureRandom, SystemRandom};
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+const MAGIC: &[u8; 4] = b"RDL1";
+const NONCE: usize = 16;
+const TAG: usize = 32;
+/// The largest frame a link takes (a frame of the outbox's biggest batch is ~1 MiB).
+pub const MAX_FRAME: usize = 16 << 20;
+/// How long a dial, or the handshake on either side, may take.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// A write that takes longer drops the link (its frame goes through Redis).
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a destination waits before dialling again after a failed dial or a link that broke.
+pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// How long a link's frames wait for its mark before they are delivered anyway (the mark
+/// was lost with a Redis subscription that dropped).
+pub const MARK_WAIT: Duration = Duration::from_secs(1);
+
+/// The key links are authenticated with, derived from the token secret.
+pub struct LinkKey(hmac::Key);
+
+impl std::fmt::Debug for LinkKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LinkKey(..)")
+    }
+}
+
+/// Which side of the handshake a tag proves.
+#[derive(Clone, Copy)]
+enum Side {
+    Listener = 1,
+    Dialer = 2,
+}
+
+impl LinkKey {
+    /// A key of its own for links: a link's tag is never a token's signature.
+    pub fn from_secret(secret: &str) -> LinkKey {
+        let root = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
+        let derived = hmac::sign(&root, b"roomd peer link key v1");
+        LinkKey(hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref()))
+    }
+
+    fn transcript(side: Side, hello: &Hello, listener_nonce: &[u8; NONCE]) -> Vec<u8> {
+        let mut t = Vec::with_capacity(64 + hello.from.len() + hello.to.len());
+        t.push(side as u8);
+        for id in [&hello.from, &hello.to] {
+            t.push(id.len() as u8);
+            t.extend_from_slice(id.as_bytes());
+        }
+        t.extend_from_slice(&hello.link.to_le_bytes());
+        t.extend_from_slice(&hello.nonce);
+        t.extend_from_slice(listener_nonce);
+        t
+    }
+
+    fn tag(&self, side: Side, hello: &Hello, listener_nonce: &[u8; NONCE]) -> hmac::Tag {
+        hmac::sign(&self.0, &Self::transcript(side, hello, listener_nonce))
+    }
+
+    fn verify(&self, side: Side, hello: &Hello, listener_nonce: &[u8; NONCE], tag: &[u8]) -> bool {
+        hmac::verify(&self.0, &Self::transcript(side, hello, listener_nonce), tag).is_ok()
+    }
+}
+
+/// What a dialer says first.
+struct Hello {
+    from: String,
+    to: String,
+    link: u64,
+    nonce: [u8; NONCE],
+}
+
+impl Hello {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32 + self.from.len() + self.to.len());
+        out.extend_from_slice(MAGIC);
+        for id in [&self.from, &self.to] {
+            out.push(id.len() as u8);
+            out.extend_from_slice(id.as_bytes());
+        }
+        out.extend_from_slice(&self.link.to_le_bytes());
+        out.extend_from_slice(&self.nonce);
+        out
+    }
+
+    async fn read(stream: &mut TcpStream) -> io::Result<Hello> {
+        let mut magic = [0u8; 4];
+        stream.read_exact(&mut magic).await?;
+        if &magic != MAGIC {
+            return Err(refused("not a roomd peer link (or another version of one)"));
+        }
+        let from = read_id(stream).await?;
+        let to = read_id(stream).await?;
+        let mut link = [0u8; 8];
+        stream.read_exact(&mut link).await?;
+        let mut nonce = [0u8; NONCE];
+        stream.read_exact(&mut nonce).await?;
+        Ok(Hello { from, to, link: u64::from_le_bytes(link), nonce })
+    }
+}
+
+async fn read_id(stream: &mut TcpStream) -> io::Result<String> {
+    let len = stream.read_u8().await? as usize;
+    let mut id = vec![0u8; len];
+    stream.read_exact(&mut id).await?;
+    String::from_utf8(id).map_err(|_| refused("a node id that is not UTF-8"))
+}
+
+fn refused(why: &str) -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, why.to_owned())
+}
+
+fn random<const N: usize>(rng: &SystemRandom) -> io::Result<[u8; N]> {
+    let mut bytes = [0u8; N];
+    rng.fill(&mut bytes).map_err(|_| io::Error::other("no randomness for a link nonce"))?;
+    Ok(bytes)
+}
+
+/// The listener's first answer: the hello was for this node, and here is its proof.
+const FOR_ME: u8 = 0;
+/// The listener's first answer: the hello named another node (an address reused).
+const NOT_ME: u8 = 1;
+/// The listener's last word: the dialer's proof holds, frames may follow.
+const ACCEPTED: u8 = 0;
+
+/// The sending half of a link this node dialled. Dropping it closes the link.
+pub struct Link {
+    pub id: u64,
+    write: OwnedWriteHalf,
+    /// Set when the listener closed its side (its node stopped): frames would be lost.
+    closed: Arc<AtomicBool>,
+}
+
+impl Link {
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Relaxed)
+    }
+
+    /// Writes one frame made by [`bus::encode_link_frame`] (length prefix included).
+    pub async fn send(&mut self, framed: &[u8]) -> io::Result<()> {
+        self.write.write_all(framed).await
+    }
+}
+
+/// Dials `to` at `addr` as `from` and proves both sides hold `key`.
+pub async fn dial(addr: &str, key: &LinkKey, from: &str, to: &str) -> io::Result<Link> {
+    if from.len() > 255 || to.len() > 255 {
+        return Err(refused("node ids longer than 255 bytes cannot name a link"));
+    }
+    let rng = SystemRandom::new();
+    let mut stream = TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let hello = Hello {
+        from: from.to_owned(),
+        to: to.to_owned(),
+        link: u64::from_le_bytes(random(&rng)?),
+        nonce: random(&rng)?,
+    };
+    stream.write_all(&hello.encode()).await?;
+    match stream.read_u8().await? {
+        FOR_ME => {}
+        NOT_ME => return Err(refused("the address is another node's now")),
+        _ => return Err(refused("an answer that is not a roomd peer link's")),
+    }
+    let mut listener_nonce = [0u8; NONCE];
+    stream.read_exact(&mut listener_nonce).await?;
+    let mut proof = [0u8; TAG];
+    stream.read_exact(&mut proof).await?;
+    if !key.verify(Side::Listener, &hello, &listener_nonce, &proof) {
+        return Err(refused("the listener does not hold this cluster's secret"));
+    }
+    stream.write_all(key.tag(Side::Dialer, &hello, &listener_nonce).as_ref()).await?;
+    if stream.read_u8().await? != ACCEPTED {
+        return Err(refused("the listener refused this node's proof"));
+    }
+    let (mut read, write) = stream.into_split();
+    let closed = Arc::new(AtomicBool::new(false));
+    let flag = closed.clone();
+    tokio::spawn(async move {
+        // The listener never writes after the handshake: any read ending is its close.
+        let mut byte = [0u8; 1];
+        let _ = read.read(&mut byte).await;
+        flag.store(true, Ordering::Relaxed);
+    });
+    Ok(Link { id: hello.link, write, closed })
+}
+
+/// What the links a node listens on bring in.
+#[derive(Debug)]
+pub enum Inbound {
+    /// A frame from the node that dialled `link`.
+    Frame { link: u64, delivered: Delivered },
+    /// `link` closed (after its last frame).
+    Closed { link: u64 },
+}
+
+/// Takes links for node `me` on `listener`, forever: each one that proves it holds `key`
+/// brings its frames (decoded, lag recorded) to `tx`, in order.
+pub async fn listen(
+    listener: TcpListener,
+    key: Arc<LinkKey>,
+    me: String,
+    tx: mpsc::UnboundedSender<Inbound>,
+    metrics: RoomMetrics,
+) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                warn!(error = %e, "peer link not accepted");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        if tx.is_closed() {
+            return;
+        }
+        let (key, me, tx, metrics) = (key.clone(), me.clone(), tx.clone(), metrics.clone());
+        tokio::spawn(async move {
+            let _ = stream.set_nodelay(true);
+            match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(stream, &key, &me)).await {
+                Ok(Ok((stream, hello))) => {
+                    debug!(from = %hello.from, %peer, link = hello.link, "peer link up");
+                    let why = read_frames(stream, hello.link, &tx, &metrics).await;
+                    debug!(from = %hello.from, link = hello.link, ended = ?why, "peer link closed");
+                    let _ = tx.send(Inbound::Closed { link: hello.link });
+                }
+                Ok(Err(e)) => {
+                    metrics.bus_links_refused.inc();
+                    warn!(%peer, error = %e, "peer link refused");
+                }
+                Err(_) => {
+                    metrics.bus_links_refused.inc();
+                    warn!(%peer, "peer link refused: no handshake within {HANDSHAKE_TIMEOUT:?}");
+                }
+            }
+        });
+    }
+}
+
+async fn accept(mut stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(TcpStream, Hello)> {
+    let hello = Hello::read(&mut stream).await?;
+    if hello.to != me {
+        stream.write_u8(NOT_ME).await?;
+        return Err(refused(&format!("a link for node {:?}, not this one", hello.to)));
+    }
+    let nonce = random::<NONCE>(&SystemRandom::new())?;
+    let mut answer = Vec::with_capacity(1 + NONCE + TAG);
+    answer.push(FOR_ME);
+    answer.extend_from_slice(&nonce);
+    answer.extend_from_slice(key.tag(Side::Listener, &hello, &nonce).as_ref());
+    stream.write_all(&answer).await?;
+    let mut proof = [0u8; TAG];
+    stream.read_exact(&mut proof).await?;
+    if !key.verify(Side::Dialer, &hello, &nonce, &proof) {
+        return Err(refused(&format!("{:?} does not hold this cluster's secret", hello.from)));
+    }
+    stream.write_u8(ACCEPTED).await?;
+    Ok((stream, hello))
+}
+
+async fn read_frames(
+    stream: TcpStream,
+    link: u64,
+    tx: &mpsc::UnboundedSender<Inbound>,
+    metrics: &RoomMetrics,
+) -> io::Result<()> {
+    let mut stream = tokio::io::BufReader::with_capacity(64 * 1024, stream);
+    loop {
+        let len = match stream.read_u32_le().await {
+            Ok(len) => len as usize,
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        if len > MAX_FRAME {
+            metrics.bus_dropped.inc();
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a frame of {len} bytes")));
+        }
+        let mut frame = vec![0u8; len];
+        stream.read_exact(&mut frame).await?;
+        if let Some(delivered) = bus::accept_frame(&frame, metrics) {
+            if tx.send(Inbound::Frame { link, delivered }).is_err() {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Where other nodes take links: node id → advertised address, from the membership.
+#[derive(Clone, Default)]
+pub struct PeerBook(Arc<RwLock<HashMap<String, String>>>);
+
+impl PeerBook {
+    pub fn addr(&self, node: &str) -> Option<String> {
+        self.0.read().ok()?.get(node).cloned()
+    }
+
+    /// Replaces the book with the live nodes' addresses.
+    pub fn set(&self, addrs: HashMap<String, String>) {
+        if let Ok(mut book) = self.0.write() {
+            if *book != addrs {
+                *book = addrs;
+            }
+        }
+    }
+}
+
+/// What a node needs to dial its peers.
+pub struct Links {
+    pub key: Arc<LinkKey>,
+    pub me: String,
+    pub book: PeerBook,
+    pub metrics: RoomMetrics,
+}
+
+/// The receiver's side of the order rule: a link's frames wait until its mark has come
+/// through Redis (everything the dialer published before it has been handed on), or
+/// [`MARK_WAIT`] has passed.
+#[derive(Default)]
+pub struct Gate {
+    open: HashSet<u64>,
+    held: HashMap<u64, (Instant, Vec<Delivered>)>,
+}
+
+impl Gate {
+    /// The mark for `link` came through Redis: its held frames, in order, to deliver now.
+    pub fn mark(&mut self, link: u64) -> Vec<Delivered> {
+        self.open.insert(link);
+        self.held.remove(&link).map(|(_, frames)| frames).unwrap_or_default()
+    }
+
+    /// A frame from `link`: to deliver now, or held for its mark.
+    pub fn frame(&mut self, link: u64, delivered: Delivered, now: Instant) -> Option<Delivered> {
+        if self.open.contains(&link) {
+            return Some(delivered);
+        }
+        self.held.entry(link).or_insert_with(|| (now, Vec::new())).1.push(delivered);
+        None
+    }
+
+    /// `link` closed: whatever it still held, to deliver now (late beats lost).
+    pub fn closed(&mut self, link: u64) -> Vec<Delivered> {
+        self.open.remove(&link);
+        self.held.remove(&link).map(|(_, frames)| frames).unwrap_or_default()
+    }
+
+    /// Links that waited [`MARK_WAIT`] for their mark: opened, their frames to deliver now.
+    pub fn expired(&mut self, now: Instant) -> Vec<Delivered> {
+        let late: Vec<u64> = self
+            .held
+            .iter()
+            .filter(|(_, (since, _))| now.duration_since(*since) >= MARK_WAIT)
+            .map(|(l, _)| *l)
+            .collect();
+        let mut out = Vec::new();
+        for link in late {
+            warn!(link, "a peer link's mark did not come through Redis; its frames go on without it");
+            out.extend(self.mark(link));
+        }
+        out
+    }
+
+    pub fn holding(&self) -> bool {
+        !self.held.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::bus::{encode_link_frame, Envelope, Reply};
+    use std::time::SystemTime;
+
+    fn metrics() -> RoomMetrics {
+        RoomMetrics::unregistered().unwrap()
+    }
+
+    fn reply(req: u64) -> Envelope {
+        Envelope::Reply { req, reply: Reply::NotHere }
+    }
+
+    async fn listening(secret: &str, me: &str) -> (String, mpsc::UnboundedReceiver<Inbound>, RoomMetrics) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let m = metrics();
+        tokio::spawn(listen(listener, Arc::new(LinkKey::from_secret(secret)), me.into(), tx, m.clone()));
+        (addr, rx, m)
+    }
+
+    #[tokio::test]
+    async fn frames_cross_a_link_in_order_and_its_close_follows_them() {
+        let (addr, mut rx, _) = listening("cluster-secret-0123456789", "n2").await;
+        let key = LinkKey::from_secret("cluster-secret-0123456789");
+        let mut link = dial(&addr, &key, "n1", "n2").await.unwrap();
+        for req in 0..100u64 {
+            let framed = encode_link_frame(&[reply(req), reply(req + 1000)], SystemTime::now()).unwrap();
+            link.send(&framed).await.unwrap();
+        }
+        let id = link.id;
+        drop(link);
+        for req in 0..100u64 {
+            match rx.recv().await.unwrap() {
+                Inbound::Frame { link, delivered } => {
+                    assert_eq!(link, id);
+                    assert_eq!(delivered.envelopes, vec![reply(req), reply(req + 1000)]);
+                }
+                other => panic!("frame {req}: {other:?}"),
+            }
+        }
+        assert!(matches!(rx.recv().await.unwrap(), Inbound::Closed { link } if link == id));
+    }
+
+    #[tokio::test]
+    async fn a_process_without_the_secret_can_neither_send_nor_receive() {
+        let (addr, mut rx, m) = listening("cluster-secret-0123456789", "n2").await;
+        // A dialer with another secret is refused before any frame is taken.
+        let wrong = LinkKey::from_secret("not-the-secret-0123456789");
+        let err = dial(&addr, &wrong, "n1", "n2").await.err().expect("refused");
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        // A listener with another secret gets no frame: the dialer refuses it first.
+        let (rogue, mut rogue_rx, _) = listening("not-the-secret-0123456789", "n2").await;
+        let key = LinkKey::from_secret("cluster-secret-0123456789");
+        let err = dial(&rogue, &key, "n1", "n2").await.err().expect("refused");
+        assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{err}");
+        // A hello for another node, and bytes that are no hello at all.
+        let err = dial(&addr, &key, "n1", "n3").await.err().expect("refused");
+        assert!(err.to_string().contains("another node"), "{err}");
+        let mut junk = TcpStream::connect(&addr).await.unwrap();
+        junk.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
+        let mut rest = Vec::new();
+        let _ = junk.read_to_end(&mut rest).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(m.bus_links_refused.get(), 3, "wrong secret, wrong node, junk");
+        assert!(rx.try_recv().is_err(), "nothing reached the node");
+        assert!(rogue_rx.try_recv().is_err(), "nothing reached the rogue");
+        // The right key still gets through.
+        assert!(dial(&addr, &key, "n1", "n2").await.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_link_whose_listener_closed_reports_itself_closed() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let key = LinkKey::from_secret("cluster-secret-0123456789");
+        let listening = async {
+            let (stream, _) = listener.accept().await.unwrap();
+            accept(stream, &key, "n2").await.unwrap()
+        };
+        let (link, (stream, hello)) = tokio::join!(dial(&addr, &key, "n1", "n2"), listening);
+        let link = link.unwrap();
+        assert_eq!((hello.from.as_str(), hello.link), ("n1", link.id));
+        assert!(!link.is_closed());
+        // The listening node stopped (its sockets close with it).
+        drop(stream);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !link.is_closed() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(link.is_closed());
+    }
+
+    fn delivered(req: u64) -> Delivered {
+        Delivered { envelopes: vec![reply(req)], lag: Duration::ZERO }
+    }
+
+    #[test]
+    fn a_links_frames_wait_for_its_mark_and_no_longer_than_the_mark_wait() {
+        let mut gate = Gate::default();
+        let t0 = Instant::now();
+        // Frames that arrive before the mark wait for it, in order.
+        assert!(gate.frame(7, delivered(1), t0).is_none());
+        assert!(gate.frame(7, delivered(2), t0).is_none());
+        assert!(gate.holding());
+        assert_eq!(gate.mark(7), vec![delivered(1), delivered(2)]);
+        assert_eq!(gate.frame(7, delivered(3), t0), Some(delivered(3)), "an open link's frames go at once");
+        // A mark that comes first opens the link for its frames.
+        assert!(gate.mark(8).is_empty());
+        assert_eq!(gate.frame(8, delivered(4), t0), Some(delivered(4)));
+        // A mark that never comes holds frames no longer than the wait.
+        assert!(gate.frame(9, delivered(5), t0).is_none());
+        assert!(gate.expired(t0 + MARK_WAIT / 2).is_empty());
+        assert_eq!(gate.expired(t0 + MARK_WAIT), vec![delivered(5)]);
+        assert_eq!(gate.frame(9, delivered(6), t0), Some(delivered(6)));
+        // A link that closes before its mark hands on what it held.
+        assert!(gate.frame(10, delivered(7), t0).is_none());
+        assert_eq!(gate.closed(10), vec![delivered(7)]);
+        assert!(!gate.holding());
+    }
+}
