@@ -20,6 +20,9 @@
 # roomd-cluster-tally-rc is the same load with the two nodes on a Redis Cluster of three
 # masters (ROOMD__REDIS__CLUSTER_URLS, sharded pub/sub), its three processes on core 0 too.
 # roomd-cluster-halli-galli is the Halli Galli load on the same two nodes and Redis.
+# The cluster nodes take peer links (ROOMD__CLUSTER__PEER_LISTEN=127.0.0.1:0): frames
+# between them go node to node, Redis keeps the logs, leases and membership. PEER_LINKS=0
+# runs them without links, every frame through Redis pub/sub (what roomd did before).
 # roomd-cluster-tally-direct is roomd-cluster-tally with loadgen --direct: every player
 # connects to its room's owner (`nodeUrl` in room info; each bench node's
 # ROOMD__NODE__PUBLIC_URL is its own address), so no action or frame crosses the bus;
@@ -144,11 +147,14 @@ start_cluster() { # [COUNT]: nodes (2)
 start_nodes() {
   local pids=$1 redis_setting=$2 count=${3:-2}
   local secret; secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
-  local port id
+  local port id peer=127.0.0.1:0
+  # PEER_LINKS=0: frames between the nodes go through Redis pub/sub (no peer links).
+  [[ ${PEER_LINKS:-1} == 0 ]] && peer=""
   for id in $(seq "$count"); do
     port=$PORT; [[ $id == 2 ]] && port=$PORT2
     env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \
       ROOMD__NODE__PUBLIC_URL="http://127.0.0.1:$port" "$redis_setting" ROOMD__REDIS__PREFIX="bench$$" ROOMD__AUTH__SECRET="$secret" \
+      ROOMD__CLUSTER__PEER_LISTEN="$peer" \
       taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd-$id.log" 2>&1 &
     pids="$pids,$!"
   done
