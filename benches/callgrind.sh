@@ -13,6 +13,8 @@
 #   MODE=cluster benches/callgrind.sh             # node 1 of two cluster nodes on a private
 #                                                 # redis-server; its count is doubled to
 #                                                 # price an action on both nodes
+#   MODE=cluster PEER_LINKS=0 benches/callgrind.sh # frames between the nodes through Redis
+#                                                 # pub/sub instead of peer links
 #   MODE=cluster DIRECT=1 benches/callgrind.sh    # the same with every player on its room's
 #                                                 # owner (loadgen --direct): no hop between nodes
 #   OUT=/tmp/cg benches/callgrind.sh              # keep the profile there, then:
@@ -65,6 +67,8 @@ if [[ $MODE == cluster ]]; then
   PIDS+=($!)
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   ENV+=(ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/" ROOMD__REDIS__PREFIX="cg$$")
+  # Peer links between the two nodes, as benches/run.sh runs them (PEER_LINKS=0: pub/sub).
+  [[ ${PEER_LINKS:-1} == 0 ]] || ENV+=(ROOMD__CLUSTER__PEER_LISTEN=127.0.0.1:0)
   env "${ENV[@]}" ROOMD__HTTP__PORT="$PORT2" ROOMD__NODE__ID=cg-2 ROOMD__NODE__PUBLIC_URL="http://127.0.0.1:$PORT2" \
     taskset -c 0 "$ROOMD_BIN" >"$OUT/roomd-2.log" 2>&1 &
   PIDS+=($!)
