@@ -3,12 +3,14 @@
 //! ./scripts/test; these fail, never skip, without it): leases with growing epochs,
 //! fencing of appends by a lost lease, lease checks and renewal, release, membership, the bus
 //! outboxes (a burst batched in order; a frame nobody hears fails all it carried; a
-//! remote subscriber's frames), and appends group-committed across rooms (one test with
+//! remote subscriber's frames; peer links taken mid-stream in order, and a peer address
+//! that never answers), and appends group-committed across rooms (one test with
 //! replicated acknowledgements starts a private master and replica of its own).
 
 use engine::{Actor, PlayerId, Seed};
 use room_actor::cluster::bus::{self, Envelope, Publisher, RoomCmd};
 use room_actor::cluster::lease::Leases;
+use room_actor::cluster::link::{self, Gate, Inbound, LinkKey, Links, PeerBook};
 use room_actor::cluster::membership::{Member, Membership};
 use room_actor::cluster::outbox::{Outboxes, RemoteOut};
 use room_actor::keys::{game_pk, Keys};
@@ -247,6 +249,129 @@ async fn bus_of_node_b() -> (RedisStore, String, tokio::sync::mpsc::UnboundedRec
     }
     while tokio::time::timeout(Duration::from_millis(100), rx.recv()).await.is_ok() {}
     (store, prefix, rx)
+}
+
+/// Outboxes that dial `node-b`'s peer link at `addr` (as node `node-a`), with their metrics.
+fn linked(outboxes: Outboxes, addr: &str) -> (Outboxes, RoomMetrics) {
+    let metrics = RoomMetrics::unregistered().unwrap();
+    let book = PeerBook::default();
+    book.set([("node-b".to_owned(), addr.to_owned())].into());
+    let links = Links {
+        key: std::sync::Arc::new(LinkKey::from_secret(LINK_SECRET)),
+        me: "node-a".into(),
+        book,
+        metrics: metrics.clone(),
+    };
+    (outboxes.with_links(std::sync::Arc::new(links)), metrics)
+}
+
+const LINK_SECRET: &str = "cluster-primitives-link-secret";
+
+/// An outbox moves a busy destination from Redis to its peer link mid-stream; the
+/// receiver, gating the link's frames on its mark as a node's bus loop does
+/// (`link::Gate`), sees every envelope once and in the order sent, the last ones from
+/// the link.
+#[tokio::test]
+async fn a_destination_moved_onto_its_link_mid_stream_gets_everything_in_order() {
+    let (store, prefix, mut redis_rx) = bus_of_node_b().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (link_tx, mut link_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(link::listen(
+        listener,
+        std::sync::Arc::new(LinkKey::from_secret(LINK_SECRET)),
+        "node-b".into(),
+        link_tx,
+        RoomMetrics::unregistered().unwrap(),
+    ));
+    let (outboxes, metrics) =
+        linked(Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO), &addr);
+    // A steady stream: the first frames go through Redis while the link is dialled.
+    let sender = tokio::spawn(async move {
+        for cs in 1..=400 {
+            outboxes.post("node-b", act(cs));
+            if cs % 4 == 0 {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        outboxes.send("node-b", act(401)).await.expect("sent");
+    });
+    let mut gate = Gate::default();
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !seen.ends_with(&[401]) {
+        assert!(tokio::time::Instant::now() < deadline, "stream incomplete: {} of 401", seen.len());
+        let mut deliver = Vec::new();
+        // The link first, and the subscription a little behind it (as a busy Redis or
+        // bus loop makes it): without the gate, the link's first frames would overtake
+        // the last ones published.
+        tokio::select! {
+            biased;
+            Some(inbound) = link_rx.recv() => match inbound {
+                Inbound::Frame { link, delivered } => deliver.extend(gate.frame(link, delivered, Instant::now())),
+                Inbound::Closed { link } => deliver.extend(gate.closed(link)),
+            },
+            Some(delivered) = async {
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                redis_rx.recv().await
+            } => {
+                for envelope in delivered.envelopes {
+                    match envelope {
+                        Envelope::Link { link, .. } => deliver.extend(gate.mark(link)),
+                        other => deliver.push(bus::Delivered { envelopes: vec![other], lag: Duration::ZERO }),
+                    }
+                }
+            }
+            _ = tokio::time::sleep(Duration::from_millis(100)) => deliver.extend(gate.expired(Instant::now())),
+        }
+        for delivered in deliver {
+            seen.extend(acts_in(&delivered).into_iter().filter(|cs| *cs > 0));
+        }
+    }
+    sender.await.unwrap();
+    assert_eq!(seen, (1..=401).collect::<Vec<_>>(), "every envelope once, in order, across the switch");
+    let by = |path: &str| metrics.bus_frames_sent.with_label_values(&[path]).get();
+    assert!(by("redis") >= 1, "the first frames went through Redis while the link was dialled");
+    assert!(by("link") >= 1, "the rest went on the link");
+}
+
+/// A destination whose advertised address takes the connection and never answers (a
+/// wrong address, a hung process) delays nothing: its frames go through Redis while the
+/// dial waits out its timeout beside the outbox.
+#[tokio::test]
+async fn a_peer_address_that_never_answers_delays_no_frame() {
+    let (store, prefix, mut rx) = bus_of_node_b().await;
+    // The kernel completes the connection into the backlog; nobody ever accepts it.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap().to_string();
+    let (outboxes, metrics) =
+        linked(Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO), &addr);
+    for cs in 1..=20 {
+        outboxes.send("node-b", act(cs)).await.expect("sent through Redis");
+    }
+    let mut seen = Vec::new();
+    while seen.len() < 20 {
+        let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("frames").unwrap();
+        seen.extend(acts_in(&delivered));
+    }
+    assert_eq!(seen, (1..=20).collect::<Vec<_>>());
+    assert_eq!(metrics.bus_frames_sent.with_label_values(&["redis"]).get(), 20);
+    assert_eq!(metrics.bus_frames_sent.with_label_values(&["link"]).get(), 0);
+    // The dial is still waiting for its answer: the 20 frames did not wait for it (a dial
+    // in the outbox's way would have held the first frame until the handshake timed out,
+    // and closed this connection).
+    silent.set_nonblocking(false).unwrap();
+    let (mut pending, _) = silent.accept().unwrap();
+    pending.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    // The whole hello: magic, two ids with their lengths, the link id, the nonce.
+    let mut hello = [0u8; 4 + 7 + 7 + 8 + 16];
+    std::io::Read::read_exact(&mut pending, &mut hello).unwrap();
+    assert_eq!(&hello[..4], b"RDL1");
+    let mut rest = [0u8; 16];
+    let more = std::io::Read::read(&mut pending, &mut rest);
+    let still_open =
+        more.as_ref().is_err_and(|e| matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
+    assert!(still_open, "the dial gave up before the frames were through: {more:?}");
 }
 
 /// A burst for one node leaves its outbox in a few frames (not one publish per message),

@@ -21,7 +21,8 @@
 //!   mark naming the link; the receiver holds the link's frames until the mark has come
 //!   out of its Redis subscription ([`Gate`]), so nothing sent on the link overtakes what
 //!   was published before it. A link that breaks is dropped and its frame goes through
-//!   Redis; a new link is tried a second later.
+//!   Redis; a new link is tried a second later. Dials run beside the outbox (frames go
+//!   through Redis meanwhile), so an address that never answers delays nothing.
 //!
 //! On the wire, after the handshake, a frame is a 4-byte little-endian length and the bus
 //! frame itself (`bus::encode_frame`: version, timestamp, envelopes).
@@ -50,8 +51,11 @@ pub const MAX_FRAME: usize = 16 << 20;
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
 /// A write that takes longer drops the link (its frame goes through Redis).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long a destination waits before dialling again after a failed dial or a link that broke.
+/// How long a destination waits before dialling again after a link broke or a first dial
+/// failed (doubling with each failed dial in a row, to [`MAX_RETRY_AFTER`]).
 pub const RETRY_AFTER: Duration = Duration::from_secs(1);
+/// The longest between two dials of a destination whose dials keep failing.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// How long a link's frames wait for its mark before they are delivered anyway (the mark
 /// was lost with a Redis subscription that dropped).
 pub const MARK_WAIT: Duration = Duration::from_secs(1);

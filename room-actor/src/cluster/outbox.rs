@@ -162,6 +162,8 @@ struct Route {
     retry_at: Instant,
     /// The dial failures in a row (only the first is logged).
     failures: u32,
+    /// A dial in flight: its address and outcome.
+    dialling: Option<oneshot::Receiver<(String, Result<Link, String>)>>,
 }
 
 impl Route {
@@ -195,31 +197,50 @@ impl Route {
         self.publisher.send_on(&self.channel, envelopes, at).await
     }
 
-    /// Dials the destination's link when it advertises one and none is up (at most once
-    /// per [`link::RETRY_AFTER`]), and publishes its mark through Redis before any frame
-    /// goes on it.
-    async fn ensure_link(&mut self, links: &Links) {
-        if self.link.is_some() || Instant::now() < self.retry_at {
+    /// Brings the destination's link up when it advertises one and none is up: dials it
+    /// on a task of its own (frames keep going through Redis meanwhile, so an address
+    /// that never answers delays nothing), and once the dial succeeded publishes its mark
+    /// through Redis before any frame goes on it. Failed dials back off (1 s, doubling
+    /// to [`link::MAX_RETRY_AFTER`]).
+    async fn ensure_link(&mut self, links: &Arc<Links>) {
+        if self.link.is_some() {
+            return;
+        }
+        if let Some(dialling) = self.dialling.as_mut() {
+            let (addr, dialled) = match dialling.try_recv() {
+                Err(oneshot::error::TryRecvError::Empty) => return,
+                Err(oneshot::error::TryRecvError::Closed) => (String::new(), Err("the dial stopped".to_owned())),
+                Ok(answer) => answer,
+            };
+            self.dialling = None;
+            match dialled {
+                Ok(link) => self.open(link, &addr, links).await,
+                Err(why) => self.dial_failed(&addr, &why),
+            }
+            return;
+        }
+        if Instant::now() < self.retry_at {
             return;
         }
         let Some(addr) = links.book.addr(&self.node) else { return };
-        let dialled =
-            tokio::time::timeout(link::HANDSHAKE_TIMEOUT, link::dial(&addr, &links.key, &links.me, &self.node)).await;
-        let link = match dialled {
-            Ok(Ok(link)) => link,
-            failed => {
-                let why = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => format!("no handshake within {:?}", link::HANDSHAKE_TIMEOUT),
+        let (tx, rx) = oneshot::channel();
+        let (links, node) = (links.clone(), self.node.clone());
+        tokio::spawn(async move {
+            let dialled =
+                match tokio::time::timeout(link::HANDSHAKE_TIMEOUT, link::dial(&addr, &links.key, &links.me, &node))
+                    .await
+                {
+                    Ok(Ok(link)) => Ok(link),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no handshake within {:?}", link::HANDSHAKE_TIMEOUT)),
                 };
-                if self.failures == 0 {
-                    warn!(node = %self.node, addr = %addr, error = %why, "peer link not up; frames go through Redis");
-                }
-                self.failures += 1;
-                self.retry_at = Instant::now() + link::RETRY_AFTER;
-                return;
-            }
-        };
+            let _ = tx.send((addr, dialled));
+        });
+        self.dialling = Some(rx);
+    }
+
+    /// A dialled link: used once its mark is published.
+    async fn open(&mut self, link: Link, addr: &str, links: &Links) {
         let mark = [Envelope::Link { from: links.me.clone(), link: link.id }];
         match self.publisher.send_on(&self.channel, &mark, SystemTime::now()).await {
             Ok(true) => {
@@ -228,9 +249,18 @@ impl Route {
                 self.link = Some(link);
             }
             // Without its mark the link is not used (its frames could overtake the last
-            // ones published); the next frame goes through Redis and says why.
+            // ones published); this frame goes through Redis and says why.
             _ => self.retry_at = Instant::now() + link::RETRY_AFTER,
         }
+    }
+
+    fn dial_failed(&mut self, addr: &str, why: &str) {
+        if self.failures == 0 {
+            warn!(node = %self.node, addr = %addr, error = %why, "peer link not up; frames go through Redis");
+        }
+        self.failures += 1;
+        let backoff = link::RETRY_AFTER.saturating_mul(1 << (self.failures - 1).min(5)).min(link::MAX_RETRY_AFTER);
+        self.retry_at = Instant::now() + backoff;
     }
 }
 
@@ -245,8 +275,16 @@ async fn drain(
 ) {
     let Queue { node, publisher, window, links } = queue;
     let channel = publisher.channel(&node);
-    let mut route =
-        Route { node: node.clone(), channel, publisher, links, link: None, retry_at: Instant::now(), failures: 0 };
+    let mut route = Route {
+        node: node.clone(),
+        channel,
+        publisher,
+        links,
+        link: None,
+        retry_at: Instant::now(),
+        failures: 0,
+        dialling: None,
+    };
     let mut pace = Pace::new(window);
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
