@@ -123,6 +123,10 @@ impl RoomMetrics {
         registry.register(Box::new(m.drains.clone()))?;
         registry.register(Box::new(m.bus_lag.clone()))?;
         registry.register(Box::new(m.bus_dropped.clone()))?;
+        // Both paths exported from the start (at 0), so a rate over them is never empty.
+        for path in ["link", "redis"] {
+            m.bus_frames_sent.with_label_values(&[path]);
+        }
         registry.register(Box::new(m.bus_frames_sent.clone()))?;
         registry.register(Box::new(m.bus_links_refused.clone()))?;
         registry.register(Box::new(m.bus_peer_addresses.clone()))?;
