@@ -442,6 +442,37 @@ async fn a_redis_restart_pauses_rooms_and_loses_no_acknowledged_action() {
 }
 
 #[tokio::test]
+async fn a_nodes_peer_port_takes_only_a_process_that_holds_the_cluster_secret() {
+    use room_actor::cluster::link::{dial, LinkKey};
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [node("pa", &prefix), node("pb", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    // Where pa advertises its links, as its peers read it from the membership.
+    let peers = if bus_publish_verb() == "SPUBLISH" {
+        format!("{prefix}:{{nodes}}:peers")
+    } else {
+        format!("{prefix}:nodes:peers")
+    };
+    let out = Command::new("redis-cli").args(redis_cli_target()).args(["HGET", &peers, "pa"]).output().unwrap();
+    let addr = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    assert!(addr.starts_with("127.0.0.1:"), "pa advertises {addr:?}");
+    let http = reqwest::Client::new();
+    let refused = "roomd_bus_links_refused_total";
+    assert_eq!(counter(&http, &nodes[0], refused).await, 0.0);
+    // A process with another secret gets no link (it would read players' hidden views, or
+    // feed the node commands in their names).
+    let err =
+        dial(&addr, &LinkKey::from_secret("not-the-cluster-secret-0123"), "pb", "pa").await.err().expect("refused");
+    assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{err}");
+    until(|| async { counter(&http, &nodes[0], refused).await == 1.0 }, "pa counts the refused link").await;
+    // One that holds it does.
+    let key = LinkKey::from_secret(support::procs::SECRET);
+    assert!(dial(&addr, &key, "pb", "pa").await.is_ok());
+    assert_eq!(counter(&http, &nodes[0], refused).await, 1.0);
+}
+
+#[tokio::test]
 async fn malformed_bus_envelopes_are_dropped_and_the_node_lives_on() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
