@@ -441,6 +441,60 @@ async fn a_redis_restart_pauses_rooms_and_loses_no_acknowledged_action() {
     assert_eq!(http.get(format!("{}/readyz", nodes[0].base)).send().await.unwrap().status(), 200);
 }
 
+/// Plays `room` (a tally with no target, owned by another node) from `ws` for `bumps`
+/// acknowledged bumps starting at `cs`.
+async fn bump(ws: &mut Ws, room: &str, cs: u64, bumps: u64) {
+    send(ws, json!({"t": "sub", "room": room})).await;
+    next_where(ws, 10, |v| v["t"] == "sync" && v["room"] == room).await.expect("sync through the owner");
+    for i in cs..cs + bumps {
+        send(ws, json!({"t": "act", "room": room, "cs": i, "a": {"type": "bump"}})).await;
+        let ack = next_where(ws, 10, |v| v["t"] == "ack" && v["room"] == room).await.expect("ack");
+        assert_eq!(ack["cs"], i);
+    }
+}
+
+#[tokio::test]
+async fn a_node_restarted_on_a_new_peer_port_is_dialled_there_and_frames_go_back_on_links() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let mut nodes = [node("ra", &prefix), node("rb", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    for n in &nodes {
+        until(|| async { counter(&http, n, "roomd_bus_peer_addresses").await == 1.0 }, "peer address known").await;
+    }
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let by_link = r#"roomd_bus_frames_sent_total{path="link"}"#;
+    let first = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "rb", json!(null), 40).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    bump(&mut a, &first, 1, 3).await;
+    let before = counter(&http, &nodes[0], by_link).await;
+    assert!(before >= 3.0, "ra's commands went on its link to rb: {before}");
+    // rb restarts with the same id: a new process, a new peer port. ra's link to the old
+    // one closed with it; ra reads the new address and dials there.
+    nodes[1].kill();
+    nodes[1].up();
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let second = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "rb", json!(null), 40).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut cs = 1;
+    loop {
+        bump(&mut a, &second, cs, 3).await;
+        cs += 3;
+        // The first frames after the restart may go through Redis (the old address is
+        // refused until ra's next membership read); then the link takes them again.
+        if counter(&http, &nodes[0], by_link).await >= before + 3.0 {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "ra never sent on a link to the new rb");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(counter(&http, &nodes[1], by_link).await >= 3.0, "the new rb answers on its own link to ra");
+}
+
 #[tokio::test]
 async fn a_nodes_peer_port_takes_only_a_process_that_holds_the_cluster_secret() {
     use room_actor::cluster::link::{dial, LinkKey};
