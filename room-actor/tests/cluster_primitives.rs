@@ -206,6 +206,36 @@ async fn membership_by_heartbeat_expiry_with_draining_flags() {
     assert!(members.live(10_000).await.unwrap().iter().all(|m| m.id != "n1"));
 }
 
+#[tokio::test]
+async fn the_side_entries_of_nodes_long_gone_from_the_set_are_swept_and_the_live_keep_theirs() {
+    let (store, keys) = store().await;
+    let members = Membership::new(store.connection(), keys.clone(), 1000);
+    members.heartbeat_with("gone", true, Some("127.0.0.1:7001"), 10_000).await.unwrap();
+    members.heartbeat_with("here", false, Some("127.0.0.1:7002"), 10_000).await.unwrap();
+    let mut conn = store.connection();
+    let fields = |key: String| {
+        let mut conn = store.connection();
+        async move {
+            let mut ids: Vec<String> = redis::cmd("HKEYS").arg(key).query_async(&mut conn).await.unwrap();
+            ids.sort();
+            ids
+        }
+    };
+    // Nothing to sweep while both are in the set (even "gone", whose beat expired).
+    assert_eq!(members.sweep().await.unwrap(), 0);
+    // "here" beats 60 TTLs later: the heartbeat trims "gone" from the set, not its entries.
+    members.heartbeat_with("here", false, Some("127.0.0.1:7002"), 10_000 + 61_000).await.unwrap();
+    let set: Vec<String> = redis::cmd("ZRANGE").arg(keys.nodes()).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
+    assert_eq!(set, vec!["here".to_owned()]);
+    assert_eq!(fields(keys.node_peers()).await, vec!["gone".to_owned(), "here".to_owned()]);
+    assert_eq!(members.sweep().await.unwrap(), 3, "gone's draining flag, layout and peer address");
+    for key in [keys.draining(), keys.node_layouts(), keys.node_peers()] {
+        assert_eq!(fields(key).await, vec!["here".to_owned()]);
+    }
+    let live = members.live(71_000).await.unwrap();
+    assert_eq!(live, vec![Member { id: "here".into(), draining: false, peer: Some("127.0.0.1:7002".into()) }]);
+}
+
 fn act(cs: u64) -> Envelope {
     Envelope::Room {
         room: "r_1".into(),

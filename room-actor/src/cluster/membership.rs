@@ -151,6 +151,21 @@ impl Membership {
         Ok(removed == 1)
     }
 
+    /// Drops the draining flags, log layouts and peer addresses of node ids no longer in
+    /// the node set (which the heartbeat trims of ids silent for 60 heartbeat TTLs): how
+    /// many. Atomic, so a node joining meanwhile keeps its entries.
+    pub async fn sweep(&self) -> Result<u64, StoreError> {
+        let mut conn = self.conn.clone();
+        Script::new(include_str!("../lua/sweep.lua"))
+            .key(self.keys.nodes())
+            .key(self.keys.draining())
+            .key(self.keys.node_layouts())
+            .key(self.keys.node_peers())
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)
+    }
+
     /// Whether `node`'s heartbeat has not expired at `now_ms` (one `ZSCORE`): false for a
     /// node found dead (removed), gone (left) or silent past its heartbeat.
     pub async fn is_live(&self, node: &str, now_ms: i64) -> Result<bool, StoreError> {

@@ -50,6 +50,10 @@ pub const ORPHAN_SCAN_EVERY: Duration = Duration::from_millis(750);
 /// this, so their watchers follow them instead of watching a frozen copy.
 pub const LEASE_CHECK_EVERY: Duration = Duration::from_secs(1);
 
+/// How often a node drops the membership's side entries (draining flags, log layouts,
+/// peer addresses) of node ids gone from the node set (`Membership::sweep`).
+pub const MEMBERSHIP_SWEEP_EVERY: Duration = Duration::from_secs(60);
+
 /// How a node gets a room's lease before restoring it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
@@ -502,12 +506,21 @@ impl ClusterNode {
         let node = self.clone();
         actix::spawn(async move {
             let every = Duration::from_millis(node.config.heartbeat_ms.max(50));
+            let mut swept = Instant::now();
             loop {
                 let draining = node.draining.load(Ordering::Relaxed);
                 if let Err(e) = node.beat(draining).await {
                     warn!(error = %e, "heartbeat failed");
                 } else {
                     node.check_log_layout().await;
+                }
+                if swept.elapsed() >= MEMBERSHIP_SWEEP_EVERY {
+                    swept = Instant::now();
+                    match node.members.sweep().await {
+                        Ok(0) => {}
+                        Ok(dropped) => info!(dropped, "membership entries of long-gone nodes dropped"),
+                        Err(e) => warn!(error = %e, "membership sweep failed"),
+                    }
                 }
                 tokio::time::sleep(every).await;
             }
