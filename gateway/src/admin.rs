@@ -150,6 +150,7 @@ async fn nodes(state: web::Data<AppState>, _op: Operator) -> Result<HttpResponse
             "rooms": stats["rooms"],
             "sockets": stats["sockets"],
             "lastHeartbeat": now_ms(&state),
+            "peer": Value::Null,
             "self": true,
         }]})));
     };
@@ -170,6 +171,8 @@ async fn nodes(state: web::Data<AppState>, _op: Operator) -> Result<HttpResponse
                 "rooms": stat("rooms"),
                 "sockets": stat("sockets"),
                 "lastHeartbeat": n.last_heartbeat_ms,
+                // Where it takes peer links (null: frames to it go through Redis).
+                "peer": n.peer,
                 "self": n.id == state.node_id,
             })
         })

@@ -130,6 +130,7 @@ async fn rooms_are_paged_cluster_wide_and_close_and_kick_reach_clients_on_other_
                 && n["lastHeartbeat"].as_i64().unwrap() > 0
                 && n["draining"] == false
                 && n["address"].as_str().is_some()
+                && n["peer"].as_str().is_some_and(|p| p.starts_with("127.0.0.1:"))
         });
         if counts_match {
             break;

@@ -12,6 +12,7 @@ use room_actor::cluster::bus::{self, Envelope, Publisher, RoomCmd};
 use room_actor::cluster::lease::Leases;
 use room_actor::cluster::link::{self, Gate, Inbound, LinkKey, Links, PeerBook};
 use room_actor::cluster::membership::{Member, Membership};
+use room_actor::cluster::ops;
 use room_actor::cluster::outbox::{Outboxes, RemoteOut};
 use room_actor::keys::{game_pk, Keys};
 use room_actor::log::{LogEntry, StartEntry};
@@ -212,6 +213,9 @@ async fn the_side_entries_of_nodes_long_gone_from_the_set_are_swept_and_the_live
     let members = Membership::new(store.connection(), keys.clone(), 1000);
     members.heartbeat_with("gone", true, Some("127.0.0.1:7001"), 10_000).await.unwrap();
     members.heartbeat_with("here", false, Some("127.0.0.1:7002"), 10_000).await.unwrap();
+    for node in ["gone", "here"] {
+        ops::report(&store.connection(), &keys, node, &serde_json::json!({"rooms": 1})).await.unwrap();
+    }
     let mut conn = store.connection();
     let fields = |key: String| {
         let mut conn = store.connection();
@@ -228,8 +232,8 @@ async fn the_side_entries_of_nodes_long_gone_from_the_set_are_swept_and_the_live
     let set: Vec<String> = redis::cmd("ZRANGE").arg(keys.nodes()).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
     assert_eq!(set, vec!["here".to_owned()]);
     assert_eq!(fields(keys.node_peers()).await, vec!["gone".to_owned(), "here".to_owned()]);
-    assert_eq!(members.sweep().await.unwrap(), 3, "gone's draining flag, layout and peer address");
-    for key in [keys.draining(), keys.node_layouts(), keys.node_peers()] {
+    assert_eq!(members.sweep().await.unwrap(), 4, "gone's draining flag, layout, peer address and stats");
+    for key in [keys.draining(), keys.node_layouts(), keys.node_peers(), keys.node_stats()] {
         assert_eq!(fields(key).await, vec!["here".to_owned()]);
     }
     let live = members.live(71_000).await.unwrap();

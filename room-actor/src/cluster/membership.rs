@@ -151,7 +151,8 @@ impl Membership {
         Ok(removed == 1)
     }
 
-    /// Drops the draining flags, log layouts and peer addresses of node ids no longer in
+    /// Drops the draining flags, log layouts, peer addresses and reported stats of node ids
+    /// no longer in
     /// the node set (which the heartbeat trims of ids silent for 60 heartbeat TTLs): how
     /// many. Atomic, so a node joining meanwhile keeps its entries.
     pub async fn sweep(&self) -> Result<u64, StoreError> {
@@ -161,6 +162,7 @@ impl Membership {
             .key(self.keys.draining())
             .key(self.keys.node_layouts())
             .key(self.keys.node_peers())
+            .key(self.keys.node_stats())
             .invoke_async(&mut conn)
             .await
             .map_err(unavailable)

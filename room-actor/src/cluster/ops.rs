@@ -21,16 +21,19 @@ pub struct NodeRow {
     pub last_heartbeat_ms: i64,
     /// What the node last reported about itself (address, rooms, sockets), as JSON.
     pub stats: Option<serde_json::Value>,
+    /// Where it takes peer links, if it does.
+    pub peer: Option<String>,
 }
 
-/// Live members with their heartbeat scores, draining flags, and reported stats.
-type NodesReply = (Vec<(String, f64)>, HashMap<String, String>, HashMap<String, String>);
+/// Live members with their heartbeat scores, draining flags, reported stats and peer link
+/// addresses.
+type NodesReply = (Vec<(String, f64)>, HashMap<String, String>, HashMap<String, String>, HashMap<String, String>);
 
 /// Live nodes (heartbeat not expired at `now_ms`), sorted by id, in one pipelined round
 /// trip. `ttl_ms` is the membership TTL (a heartbeat's score is its time plus the TTL).
 pub async fn nodes(conn: &RedisConn, keys: &Keys, now_ms: i64, ttl_ms: i64) -> Result<Vec<NodeRow>, StoreError> {
     let mut conn = conn.clone();
-    let (live, draining, stats): NodesReply = redis::pipe()
+    let (live, draining, stats, mut peers): NodesReply = redis::pipe()
         .cmd("ZRANGEBYSCORE")
         .arg(keys.nodes())
         .arg(format!("({now_ms}"))
@@ -38,6 +41,7 @@ pub async fn nodes(conn: &RedisConn, keys: &Keys, now_ms: i64, ttl_ms: i64) -> R
         .arg("WITHSCORES")
         .hgetall(keys.draining())
         .hgetall(keys.node_stats())
+        .hgetall(keys.node_peers())
         .query_async(&mut conn)
         .await
         .map_err(unavailable)?;
@@ -47,6 +51,7 @@ pub async fn nodes(conn: &RedisConn, keys: &Keys, now_ms: i64, ttl_ms: i64) -> R
             draining: draining.get(&id).is_some_and(|f| f == "1"),
             last_heartbeat_ms: expires as i64 - ttl_ms,
             stats: stats.get(&id).and_then(|j| serde_json::from_str(j).ok()),
+            peer: peers.remove(&id),
             id,
         })
         .collect();

@@ -1,4 +1,4 @@
--- Drops the side entries (draining flag, log layout, peer link address) of node ids that
+-- Drops the side entries (draining flag, log layout, peer link address, reported stats) of node ids that
 -- are no longer in the nodes set: the heartbeat trims ids whose beat expired long ago from
 -- the set, but a node that was never found dead by a node of this version (every node
 -- died at once, or only an older roomd saw it go) keeps its side entries forever, and the
