@@ -160,7 +160,7 @@ impl AppState {
         let cluster = match (redis, settings.redis.target().ok().flatten()) {
             (Some(redis), Some(target)) => {
                 let socket = peer_socket(&settings)?;
-                if socket.is_some() && redis_is_tls(&settings) {
+                if socket.is_some() && target.uses_tls() {
                     warn!("peer links are authenticated, not encrypted, while Redis is reached over TLS: keep the nodes' peer addresses on a private network");
                 }
                 let peer = socket.as_ref().map(|(_, advertise)| PeerConfig {
@@ -241,11 +241,6 @@ fn peer_socket(settings: &Settings) -> Result<Option<(std::net::TcpListener, Str
     let advertise = settings.cluster.peer_advertise(bound).map_err(StartError::Config)?;
     info!(bound = %bound, advertise = %advertise, "peer link socket bound");
     Ok(Some((listener, advertise)))
-}
-
-fn redis_is_tls(settings: &Settings) -> bool {
-    let urls = [settings.redis.url.as_deref(), settings.redis.cluster_urls.as_deref()];
-    urls.into_iter().flatten().any(|u| u.contains("rediss://"))
 }
 
 /// A running node: the server future to await and the address it listens on.

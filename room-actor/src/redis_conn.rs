@@ -72,6 +72,14 @@ impl RedisTarget {
         matches!(self, RedisTarget::Cluster(_))
     }
 
+    /// Whether any of its URLs is `rediss://`.
+    pub fn uses_tls(&self) -> bool {
+        match self {
+            RedisTarget::Single(url) => url.starts_with("rediss://"),
+            RedisTarget::Cluster(seeds) => seeds.iter().any(|s| s.starts_with("rediss://")),
+        }
+    }
+
     /// The operator setting this target came from (for error messages).
     pub fn setting(&self) -> &'static str {
         match self {
@@ -280,5 +288,13 @@ mod tests {
         let bad = RedisTarget::from_settings(None, Some("10.0.0.1:7000")).unwrap_err();
         assert!(bad.contains("not a redis:// or rediss:// URL"), "{bad}");
         assert_eq!(RedisTarget::from_settings(None, Some(",,")), Err("ROOMD__REDIS__CLUSTER_URLS names no URL".into()));
+    }
+
+    #[test]
+    fn a_target_uses_tls_when_any_of_its_urls_is_rediss() {
+        assert!(!RedisTarget::Single("redis://10.0.0.1:6379/".into()).uses_tls());
+        assert!(RedisTarget::Single("rediss://10.0.0.1:6379/".into()).uses_tls());
+        assert!(RedisTarget::Cluster(vec!["redis://a:7000".into(), "rediss://b:7000".into()]).uses_tls());
+        assert!(!RedisTarget::Cluster(vec!["redis://a:7000".into()]).uses_tls());
     }
 }

@@ -152,9 +152,8 @@ impl Membership {
     }
 
     /// Drops the draining flags, log layouts, peer addresses and reported stats of node ids
-    /// no longer in
-    /// the node set (which the heartbeat trims of ids silent for 60 heartbeat TTLs): how
-    /// many. Atomic, so a node joining meanwhile keeps its entries.
+    /// no longer in the node set (which the heartbeat trims of ids silent for 60 heartbeat
+    /// TTLs): how many. Atomic, so a node joining meanwhile keeps its entries.
     pub async fn sweep(&self) -> Result<u64, StoreError> {
         let mut conn = self.conn.clone();
         Script::new(include_str!("../lua/sweep.lua"))

@@ -105,13 +105,8 @@ impl Outboxes {
             }
         }
         let (tx, rx) = mpsc::unbounded_channel();
-        let queue = Queue {
-            node: node.to_owned(),
-            publisher: self.publisher.clone(),
-            window: self.window,
-            links: self.links.clone(),
-        };
-        tokio::spawn(drain(queue, rx, self.queues.clone(), tx.clone()));
+        let route = Route::new(node, self.publisher.clone(), self.links.clone());
+        tokio::spawn(drain(route, self.window, rx, self.queues.clone(), tx.clone()));
         let _ = tx.send(item);
         queues.insert(node.to_owned(), tx);
     }
@@ -142,14 +137,6 @@ impl Outboxes {
     }
 }
 
-/// Where one destination's task sends, and how.
-struct Queue {
-    node: String,
-    publisher: Publisher,
-    window: Duration,
-    links: Option<Arc<Links>>,
-}
-
 /// How one destination's frames leave: on its peer link when there is one, else through
 /// Redis.
 struct Route {
@@ -167,6 +154,19 @@ struct Route {
 }
 
 impl Route {
+    fn new(node: &str, publisher: Publisher, links: Option<Arc<Links>>) -> Route {
+        Route {
+            node: node.to_owned(),
+            channel: publisher.channel(node),
+            publisher,
+            links,
+            link: None,
+            retry_at: Instant::now(),
+            failures: 0,
+            dialling: None,
+        }
+    }
+
     /// Sends one frame: whether anyone took it (`false`: nobody listens on the
     /// destination's channel, the node is gone).
     async fn send(&mut self, envelopes: &[Envelope], at: SystemTime) -> Result<bool, StoreError> {
@@ -268,23 +268,13 @@ impl Route {
 /// takes whatever else is queued (up to the batch bounds), publishes it as one frame,
 /// tells the waiters, and again.
 async fn drain(
-    queue: Queue,
+    mut route: Route,
+    window: Duration,
     mut rx: mpsc::UnboundedReceiver<Item>,
     queues: Arc<Mutex<crate::FastMap<String, mpsc::UnboundedSender<Item>>>>,
     own: mpsc::UnboundedSender<Item>,
 ) {
-    let Queue { node, publisher, window, links } = queue;
-    let channel = publisher.channel(&node);
-    let mut route = Route {
-        node: node.clone(),
-        channel,
-        publisher,
-        links,
-        link: None,
-        retry_at: Instant::now(),
-        failures: 0,
-        dialling: None,
-    };
+    let node = route.node.clone();
     let mut pace = Pace::new(window);
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();

@@ -51,7 +51,7 @@ pub const ORPHAN_SCAN_EVERY: Duration = Duration::from_millis(750);
 pub const LEASE_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// How often a node drops the membership's side entries (draining flags, log layouts,
-/// peer addresses) of node ids gone from the node set (`Membership::sweep`).
+/// peer addresses, reported stats) of node ids gone from the node set (`Membership::sweep`).
 pub const MEMBERSHIP_SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// How a node gets a room's lease before restoring it.
