@@ -89,7 +89,10 @@ impl RoomMetrics {
                 )
                 .buckets(LATENCY_BUCKETS.to_vec()),
             )?,
-            bus_dropped: IntCounter::new("roomd_bus_dropped_total", "bus frames dropped as malformed or foreign")?,
+            bus_dropped: IntCounter::new(
+                "roomd_bus_dropped_total",
+                "bus frames dropped as malformed or foreign, or read from a peer link after its sender gave it up",
+            )?,
             bus_frames_sent: IntCounterVec::new(
                 Opts::new("roomd_bus_frames_sent_total", "bus frames sent to other nodes, by path (link or redis)"),
                 &["path"],

@@ -369,6 +369,108 @@ async fn a_destination_moved_onto_its_link_mid_stream_gets_everything_in_order()
     assert!(by("link") >= 1, "the rest went on the link");
 }
 
+/// A receiver that stops reading its link (a stalled node): the sender's write times out,
+/// it gives the link up and goes on through Redis, saying so first (`Envelope::Unlink`).
+/// The receiver, gating as a node's bus loop does, delivers the link's frames it takes
+/// before that mark and drops those it takes after: every envelope it delivers comes in
+/// the order sent, and what was sent after the switch arrives.
+#[tokio::test]
+async fn a_link_given_up_on_a_stalled_receiver_never_delivers_a_frame_after_what_followed_it_through_redis() {
+    use tokio::io::AsyncReadExt;
+    let (store, prefix, mut redis_rx) = bus_of_node_b().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    // The receiver takes one link (then no more: a redial is refused) and reads nothing
+    // from it until the sender is done.
+    let taken = tokio::spawn(async move {
+        let (stream, _) = listener.accept().await.unwrap();
+        link::handshake(stream, &LinkKey::from_secret(LINK_SECRET), "node-b").await.unwrap()
+    });
+    let (outboxes, metrics) =
+        linked(Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO), &addr);
+    let sent = metrics.clone();
+    let sender = tokio::spawn(async move {
+        let by = |path: &str| sent.bus_frames_sent.with_label_values(&[path]).get();
+        let big = "x".repeat(64 * 1024);
+        let act_of = |cs: u64| Envelope::Room {
+            room: "r_1".into(),
+            from: "node-a".into(),
+            cmd: RoomCmd::Act { session: 1, user: "p".into(), cs, action_json: big.clone() },
+        };
+        // Through Redis while the link is dialled, then on the link until the receiver's
+        // buffers are full and a write times out, then through Redis again: five more.
+        let (mut cs, mut redis_at_first_link, mut after_switch) = (0, None, 0);
+        while after_switch < 5 {
+            cs += 1;
+            outboxes.send("node-b", act_of(cs)).await.expect("sent");
+            if redis_at_first_link.is_none() && by("link") > 0 {
+                redis_at_first_link = Some(by("redis"));
+            }
+            if redis_at_first_link.is_some_and(|at| by("redis") > at) {
+                after_switch += 1;
+            }
+            assert!(cs < 5_000, "the link never stalled");
+        }
+        cs
+    });
+    let last = tokio::time::timeout(Duration::from_secs(60), sender).await.expect("the sender finished").unwrap();
+    let (mut stream, link_id) = taken.await.unwrap();
+    let frame_metrics = RoomMetrics::unregistered().unwrap();
+    let mut read_link_frame = async move || -> Option<bus::Delivered> {
+        let len = stream.read_u32_le().await.ok()? as usize;
+        let mut frame = vec![0u8; len];
+        stream.read_exact(&mut frame).await.ok()?;
+        bus::accept_frame(&frame, &frame_metrics)
+    };
+    let mut gate = Gate::default();
+    let mut seen = Vec::new();
+    let mut dropped = 0;
+    let mut redis = async |gate: &mut Gate, seen: &mut Vec<u64>, until_mark: bool| loop {
+        let delivered = tokio::time::timeout(Duration::from_secs(10), redis_rx.recv()).await.expect("frames").unwrap();
+        for envelope in delivered.envelopes {
+            match envelope {
+                Envelope::Link { link, .. } => {
+                    assert_eq!(link, link_id);
+                    assert!(gate.mark(link).is_empty());
+                    if until_mark {
+                        return;
+                    }
+                }
+                Envelope::Unlink { link, .. } => {
+                    assert_eq!(link, link_id);
+                    for held in gate.cut(link) {
+                        seen.extend(acts_in(&held));
+                    }
+                }
+                other => seen.extend(acts_in(&bus::Delivered { envelopes: vec![other], lag: Duration::ZERO })),
+            }
+        }
+        if seen.last() == Some(&last) {
+            return;
+        }
+    };
+    // What went through Redis up to the link's mark, then ten of the link's frames (read in
+    // time), then the rest of Redis (the `Unlink` and what followed), and only then what
+    // the link still has: the worst order a busy receiver can take them in.
+    redis(&mut gate, &mut seen, true).await;
+    for _ in 0..10 {
+        let delivered = read_link_frame().await.expect("a frame written before the stall");
+        seen.extend(acts_in(&gate.frame(link_id, delivered, Instant::now()).expect("an open link's frame")));
+    }
+    redis(&mut gate, &mut seen, false).await;
+    while let Ok(Some(delivered)) = tokio::time::timeout(Duration::from_secs(5), read_link_frame()).await {
+        if gate.is_cut(link_id) {
+            dropped += 1;
+        } else {
+            seen.extend(gate.frame(link_id, delivered, Instant::now()).iter().flat_map(acts_in));
+        }
+    }
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "delivered out of order: {seen:?}");
+    assert_eq!(seen.last(), Some(&last), "what followed the switch arrived");
+    assert!(dropped > 0, "the link still held frames written before the stall: {seen:?}");
+    assert_eq!(seen.len() as u64 + dropped, last, "every other frame was delivered once: {seen:?}");
+}
+
 /// A destination whose advertised address takes the connection and never answers (a
 /// wrong address, a hung process) delays nothing: its frames go through Redis while the
 /// dial waits out its timeout beside the outbox.

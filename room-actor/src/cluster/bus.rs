@@ -113,6 +113,15 @@ pub enum Envelope {
         from: String,
         link: u64,
     },
+    /// The first frame `from` publishes through Redis after it gave up its peer link
+    /// `link` (a write failed or timed out): the receiver drops whatever of that link it
+    /// has not taken yet, so nothing written on the link comes after what follows through
+    /// Redis (it is lost instead, as a pub/sub message is when a subscription drops).
+    /// Appended last and sent in a frame of its own, for the same reasons as `Link`.
+    Unlink {
+        from: String,
+        link: u64,
+    },
 }
 
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.

@@ -21,7 +21,13 @@
 //!   mark naming the link; the receiver holds the link's frames until the mark has come
 //!   out of its Redis subscription ([`Gate`]), so nothing sent on the link overtakes what
 //!   was published before it. A link that breaks is dropped and its frame goes through
-//!   Redis; a new link is tried a second later. Dials run beside the outbox (frames go
+//!   Redis; a new link is tried a second later. When the sender gives a link up because
+//!   a write failed or timed out (the receiver stopped reading), frames it wrote may
+//!   still sit unread in the receiver's socket: it first publishes an
+//!   [`Envelope::Unlink`](crate::cluster::bus::Envelope) naming the link, and the receiver
+//!   drops whatever of that link it takes after the mark, so those frames are lost (as a
+//!   pub/sub message is when a subscription drops), never delivered after what the sender
+//!   published since. Dials run beside the outbox (frames go
 //!   through Redis meanwhile), so an address that never answers delays nothing.
 //!
 //! On the wire, after the handshake, a frame is a 4-byte little-endian length and the bus
@@ -278,6 +284,14 @@ pub async fn listen(
     }
 }
 
+/// The listener's side of the handshake on a connection already taken, for a receiver
+/// that reads the frames itself ([`listen`] does this for every connection): the stream,
+/// on which each frame is a 4-byte little-endian length and the bus frame, and the link's
+/// id.
+pub async fn handshake(stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(TcpStream, u64)> {
+    accept(stream, key, me).await.map(|(stream, hello)| (stream, hello.link))
+}
+
 async fn accept(mut stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(TcpStream, Hello)> {
     let hello = Hello::read(&mut stream).await?;
     if hello.to != me {
@@ -353,11 +367,14 @@ pub struct Links {
 
 /// The receiver's side of the order rule: a link's frames wait until its mark has come
 /// through Redis (everything the dialer published before it has been handed on), or
-/// [`MARK_WAIT`] has passed.
+/// [`MARK_WAIT`] has passed; and once its sender's `Unlink` has come through Redis, what
+/// the link still brings is dropped ([`Gate::is_cut`]).
 #[derive(Default)]
 pub struct Gate {
     open: HashSet<u64>,
     held: HashMap<u64, (Instant, Vec<Delivered>)>,
+    /// Links their sender gave up, until they close.
+    cut: HashSet<u64>,
 }
 
 impl Gate {
@@ -367,8 +384,12 @@ impl Gate {
         self.held.remove(&link).map(|(_, frames)| frames).unwrap_or_default()
     }
 
-    /// A frame from `link`: to deliver now, or held for its mark.
+    /// A frame from `link`: to deliver now, or held for its mark (`None` too when the link
+    /// was cut: check [`Gate::is_cut`] first to count it).
     pub fn frame(&mut self, link: u64, delivered: Delivered, now: Instant) -> Option<Delivered> {
+        if self.cut.contains(&link) {
+            return None;
+        }
         if self.open.contains(&link) {
             return Some(delivered);
         }
@@ -379,7 +400,25 @@ impl Gate {
     /// `link` closed: whatever it still held, to deliver now (late beats lost).
     pub fn closed(&mut self, link: u64) -> Vec<Delivered> {
         self.open.remove(&link);
+        self.cut.remove(&link);
         self.held.remove(&link).map(|(_, frames)| frames).unwrap_or_default()
+    }
+
+    /// `link`'s sender gave it up and said so through Redis (`Envelope::Unlink`): what it
+    /// held (sent before the mark, so before everything after it) to deliver now, and from
+    /// now on its frames are dropped until it closes. A link that already closed (its
+    /// receiver saw the end before the mark came) is not remembered.
+    pub fn cut(&mut self, link: u64) -> Vec<Delivered> {
+        let held = self.held.remove(&link).map(|(_, frames)| frames);
+        if self.open.remove(&link) || held.is_some() {
+            self.cut.insert(link);
+        }
+        held.unwrap_or_default()
+    }
+
+    /// Whether `link` was cut: a frame from it is to be dropped, not delivered.
+    pub fn is_cut(&self, link: u64) -> bool {
+        self.cut.contains(&link)
     }
 
     /// Links that waited [`MARK_WAIT`] for their mark: opened, their frames to deliver now.
@@ -528,5 +567,34 @@ mod tests {
         assert!(gate.frame(10, delivered(7), t0).is_none());
         assert_eq!(gate.closed(10), vec![delivered(7)]);
         assert!(!gate.holding());
+    }
+
+    #[test]
+    fn a_cut_links_later_frames_are_dropped_until_it_closes() {
+        let mut gate = Gate::default();
+        let t0 = Instant::now();
+        assert!(gate.mark(7).is_empty());
+        assert_eq!(gate.frame(7, delivered(1), t0), Some(delivered(1)));
+        // Its sender gave it up: what the link still brings was written before the mark
+        // and is read after it, so it is dropped, never delivered late.
+        assert!(gate.cut(7).is_empty());
+        assert!(gate.is_cut(7));
+        assert_eq!(gate.frame(7, delivered(2), t0), None);
+        assert!(!gate.holding(), "a cut link's frames are not held for a mark either");
+        // Its close forgets it.
+        assert!(gate.closed(7).is_empty());
+        assert!(!gate.is_cut(7));
+        // Frames still held for a mark that was lost were sent before the cut: they go.
+        assert!(gate.frame(8, delivered(3), t0).is_none());
+        assert_eq!(gate.cut(8), vec![delivered(3)]);
+        assert!(gate.is_cut(8));
+        // A link that closed before its sender's mark came is not remembered.
+        assert!(gate.mark(9).is_empty());
+        assert!(gate.closed(9).is_empty());
+        assert!(gate.cut(9).is_empty());
+        assert!(!gate.is_cut(9));
+        // Other links are untouched.
+        assert!(gate.mark(10).is_empty());
+        assert_eq!(gate.frame(10, delivered(4), t0), Some(delivered(4)));
     }
 }

@@ -173,6 +173,9 @@ impl Route {
         if let Some(links) = self.links.clone() {
             self.ensure_link(&links).await;
             if let Some(link) = self.link.as_mut() {
+                // A write that failed or timed out while the receiver had not closed its
+                // side: frames written before it may still sit unread over there.
+                let mut gave_up = false;
                 if !link.is_closed() {
                     let framed = bus::encode_link_frame(envelopes, at)?;
                     match tokio::time::timeout(link::WRITE_TIMEOUT, link.send(&framed)).await {
@@ -185,12 +188,22 @@ impl Route {
                         }
                         Err(_) => warn!(node = %self.node, "peer link write timed out; this frame goes through Redis"),
                     }
+                    gave_up = true;
                 }
                 // The link is gone (its node stopped, or the write failed): through Redis
                 // until a new one is up. What was written on it and not read is lost, as
-                // a pub/sub message is when a subscription drops.
+                // a pub/sub message is when a subscription drops, and never comes after
+                // what is published from now on: the receiver drops what the link still
+                // brings once this `Unlink` is through (`link::Gate::cut`).
+                let id = link.id;
                 self.link = None;
                 self.retry_at = Instant::now() + link::RETRY_AFTER;
+                if gave_up {
+                    let mark = [Envelope::Unlink { from: links.me.clone(), link: id }];
+                    if let Err(e) = self.publisher.send_on(&self.channel, &mark, SystemTime::now()).await {
+                        warn!(node = %self.node, error = %e, "a given-up peer link's mark was not published");
+                    }
+                }
             }
             links.metrics.bus_frames_sent.with_label_values(&["redis"]).inc();
         }

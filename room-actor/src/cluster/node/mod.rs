@@ -659,7 +659,8 @@ impl ClusterNode {
             loop {
                 // Each envelope in order: commands to one room keep their order (one
                 // that must wait waits in its room's backlog, holding up no other room).
-                // A link's frames wait for its mark from Redis (`link.rs`).
+                // A link's frames wait for its mark from Redis, and stop at its sender's
+                // `Unlink` (`link.rs`).
                 tokio::select! {
                     delivered = rx.recv() => {
                         let Some(delivered) = delivered else { return };
@@ -670,13 +671,22 @@ impl ClusterNode {
                                         node.deliver(held);
                                     }
                                 }
+                                bus::Envelope::Unlink { link, .. } => {
+                                    for held in gate.cut(link) {
+                                        node.deliver(held);
+                                    }
+                                }
                                 envelope => node.on_envelope(envelope, delivered.lag),
                             }
                         }
                     }
                     Some(inbound) = links.recv() => match inbound {
                         Inbound::Frame { link, delivered } => {
-                            if let Some(delivered) = gate.frame(link, delivered, Instant::now()) {
+                            if gate.is_cut(link) {
+                                // Written before the sender gave the link up, read after
+                                // what it published since: dropped, never out of order.
+                                node.deps.metrics.bus_dropped.inc();
+                            } else if let Some(delivered) = gate.frame(link, delivered, Instant::now()) {
                                 node.deliver(delivered);
                             }
                         }

@@ -120,9 +120,9 @@ impl ClusterNode {
                 self.drain_request.notify_one();
                 self.reply(&from, req, Reply::Accepted);
             }
-            // A peer link's mark is the receive loop's (`link::Gate`); one that reaches
-            // here (a link's own frames never carry one) has nothing to open.
-            Envelope::Link { .. } => {}
+            // A peer link's marks are the receive loop's (`link::Gate`); one that reaches
+            // here (a link's own frames never carry one) has nothing to open or cut.
+            Envelope::Link { .. } | Envelope::Unlink { .. } => {}
         }
     }
 
