@@ -31,7 +31,8 @@ pub struct RoomMetrics {
     pub drains: IntCounter,
     /// Pub/sub publish → delivery to this node's bus loop.
     pub bus_lag: Histogram,
-    /// Bus frames dropped (malformed, truncated, another roomd version).
+    /// Bus frames dropped (malformed, truncated, another roomd version, or read from a
+    /// peer link after its sender gave it up).
     pub bus_dropped: IntCounter,
     /// Bus frames this node sent, by path: `link` (a peer link) or `redis` (pub/sub).
     pub bus_frames_sent: IntCounterVec,

@@ -136,26 +136,28 @@ fn unix_micros(at: SystemTime) -> u64 {
 
 /// Frames `envelopes` (delivered in this order) as sent at `at`.
 pub fn encode_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
-    let mut frame = Vec::with_capacity(HEADER + 256);
-    frame.push(FRAME_VERSION);
-    frame.extend_from_slice(&unix_micros(at).to_le_bytes());
-    // The envelopes written in place after the header (no second buffer and copy).
-    encode_into(&envelopes, &mut frame)?;
-    Ok(frame)
+    frame_after(0, envelopes, at)
 }
 
 /// [`encode_frame`] behind its length (4 bytes, little-endian), as a peer link carries it
 /// (`link.rs`), built in one buffer.
 pub fn encode_link_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
-    let mut framed = Vec::with_capacity(4 + HEADER + 256);
-    framed.extend_from_slice(&[0; 4]);
-    framed.push(FRAME_VERSION);
-    framed.extend_from_slice(&unix_micros(at).to_le_bytes());
-    encode_into(&envelopes, &mut framed)?;
+    let mut framed = frame_after(4, envelopes, at)?;
     let len = u32::try_from(framed.len() - 4)
         .map_err(|_| StoreError::Corrupt(format!("a bus frame of {} bytes", framed.len())))?;
     framed[..4].copy_from_slice(&len.to_le_bytes());
     Ok(framed)
+}
+
+/// The frame of `envelopes` after `room` zero bytes the caller fills in, in one buffer:
+/// the header, then the envelopes written in place (no second buffer and copy).
+fn frame_after(room: usize, envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
+    let mut frame = Vec::with_capacity(room + HEADER + 256);
+    frame.resize(room, 0);
+    frame.push(FRAME_VERSION);
+    frame.extend_from_slice(&unix_micros(at).to_le_bytes());
+    encode_into(&envelopes, &mut frame)?;
+    Ok(frame)
 }
 
 /// Why a frame was dropped.

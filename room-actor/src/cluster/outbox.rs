@@ -30,6 +30,7 @@ use crate::cluster::link::{self, Link, Links};
 use crate::error::StoreError;
 use crate::messages::{ByteString, ToClient};
 use crate::pace::{gather, Pace};
+use prometheus::IntCounter;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::sync::{mpsc, oneshot};
@@ -144,6 +145,9 @@ struct Route {
     channel: String,
     publisher: Publisher,
     links: Option<Arc<Links>>,
+    /// With links, `roomd_bus_frames_sent_total` for each path (`link`, `redis`), looked
+    /// up once rather than per frame.
+    sent: Option<(IntCounter, IntCounter)>,
     link: Option<Link>,
     /// No dial before this (after a dial failed or a link broke).
     retry_at: Instant,
@@ -159,6 +163,10 @@ impl Route {
             node: node.to_owned(),
             channel: publisher.channel(node),
             publisher,
+            sent: links.as_ref().map(|l| {
+                let path = |p: &str| l.metrics.bus_frames_sent.with_label_values(&[p]);
+                (path("link"), path("redis"))
+            }),
             links,
             link: None,
             retry_at: Instant::now(),
@@ -180,7 +188,9 @@ impl Route {
                     let framed = bus::encode_link_frame(envelopes, at)?;
                     match tokio::time::timeout(link::WRITE_TIMEOUT, link.send(&framed)).await {
                         Ok(Ok(())) => {
-                            links.metrics.bus_frames_sent.with_label_values(&["link"]).inc();
+                            if let Some((on_link, _)) = &self.sent {
+                                on_link.inc();
+                            }
                             return Ok(true);
                         }
                         Ok(Err(e)) => {
@@ -205,7 +215,9 @@ impl Route {
                     }
                 }
             }
-            links.metrics.bus_frames_sent.with_label_values(&["redis"]).inc();
+            if let Some((_, on_redis)) = &self.sent {
+                on_redis.inc();
+            }
         }
         self.publisher.send_on(&self.channel, envelopes, at).await
     }

@@ -666,16 +666,8 @@ impl ClusterNode {
                         let Some(delivered) = delivered else { return };
                         for envelope in delivered.envelopes {
                             match envelope {
-                                bus::Envelope::Link { link, .. } => {
-                                    for held in gate.mark(link) {
-                                        node.deliver(held);
-                                    }
-                                }
-                                bus::Envelope::Unlink { link, .. } => {
-                                    for held in gate.cut(link) {
-                                        node.deliver(held);
-                                    }
-                                }
+                                bus::Envelope::Link { link, .. } => node.deliver(gate.mark(link)),
+                                bus::Envelope::Unlink { link, .. } => node.deliver(gate.cut(link)),
                                 envelope => node.on_envelope(envelope, delivered.lag),
                             }
                         }
@@ -686,29 +678,24 @@ impl ClusterNode {
                                 // Written before the sender gave the link up, read after
                                 // what it published since: dropped, never out of order.
                                 node.deps.metrics.bus_dropped.inc();
-                            } else if let Some(delivered) = gate.frame(link, delivered, Instant::now()) {
-                                node.deliver(delivered);
+                            } else {
+                                node.deliver(gate.frame(link, delivered, Instant::now()));
                             }
                         }
-                        Inbound::Closed { link } => {
-                            for held in gate.closed(link) {
-                                node.deliver(held);
-                            }
-                        }
+                        Inbound::Closed { link } => node.deliver(gate.closed(link)),
                     },
-                    _ = tick.tick(), if gate.holding() => {
-                        for held in gate.expired(Instant::now()) {
-                            node.deliver(held);
-                        }
-                    }
+                    _ = tick.tick(), if gate.holding() => node.deliver(gate.expired(Instant::now())),
                 }
             }
         });
     }
 
-    fn deliver(self: &Arc<Self>, delivered: bus::Delivered) {
-        for envelope in delivered.envelopes {
-            self.on_envelope(envelope, delivered.lag);
+    /// Hands on frames the receive loop released (a link's, once its gate let them go).
+    fn deliver(self: &Arc<Self>, frames: impl IntoIterator<Item = bus::Delivered>) {
+        for delivered in frames {
+            for envelope in delivered.envelopes {
+                self.on_envelope(envelope, delivered.lag);
+            }
         }
     }
 
