@@ -177,10 +177,10 @@ pub struct Cluster {
     pub drain_grace_s: u64,
     /// Membership heartbeat interval (ms); a node is dead after three missed beats.
     pub heartbeat_ms: u64,
-    /// The longest a Redis batch (log appends; a frame to another node) may wait after
-    /// its first item for more (ms; 0 = never): only while its queue is busy enough to
-    /// bring two more within it, and then only as long as its rate takes to bring five
-    /// (`room_actor::pace`).
+    /// The longest a Redis batch (log appends; a frame to another node through Redis
+    /// pub/sub, not one on a peer link) may wait after its first item for more (ms; 0 =
+    /// never): only while its queue is busy enough to bring two more within it, and then
+    /// only as long as its rate takes to bring five (`room_actor::pace`).
     pub batch_window_ms: u64,
     /// Where this node takes peer links from other nodes (`host:port`; port 0: any free
     /// one). Empty (the default): frames between nodes go through Redis pub/sub. With

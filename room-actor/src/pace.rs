@@ -19,6 +19,12 @@
 //! make the first wait longer than it pays or the second never wait (benches/README.md,
 //! "A wait as long as the queue's rate needs").
 //!
+//! An outbox whose destination is on a peer link never waits (`cluster/outbox.rs`): a link
+//! write saves no Redis round trip, and the updates a busy owner sends come out bunched
+//! already, behind the append batch that stored their actions; the window there only
+//! added its length to every crossing (benches/README.md, "Frames on a peer link wait for
+//! no window").
+//!
 //! The rate is an exponentially weighted mean of items per cycle (first item taken to
 //! first item taken), weighted by time (`1 - e^(-dt/τ)`, τ = [`RATE_MEMORY`]): a cycle
 //! after a long pause replaces what came before it, a burst of short ones moves it a
@@ -105,8 +111,10 @@ impl Pace {
 
 /// Waits before a batch is cut, as [`Pace::wait`] says: out the window, or (with no wait,
 /// and unless `queued` already fill a batch of `max`) the rest of this thread's tick.
-pub(crate) async fn gather(pace: &mut Pace, queued: usize, max: usize) {
-    let wait = pace.wait(Instant::now());
+/// `may_wait` false (a batch with no round trip to save) keeps the rate current but never
+/// waits beyond the tick.
+pub(crate) async fn gather(pace: &mut Pace, queued: usize, max: usize, may_wait: bool) {
+    let wait = pace.wait(Instant::now()).filter(|_| may_wait);
     if queued + 1 >= max {
         return;
     }

@@ -619,7 +619,7 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
     while let Some(first) = rx.recv().await {
         // The window where this queue's rate fills it, else the rest of the tick; a full
         // batch already waiting goes at once.
-        gather(&mut pace, rx.len(), MAX_BATCH).await;
+        gather(&mut pace, rx.len(), MAX_BATCH, true).await;
         let mut bytes = first.bytes.len();
         let mut batch = vec![first];
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {

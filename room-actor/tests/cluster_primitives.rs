@@ -610,6 +610,68 @@ async fn a_busy_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_fra
     assert!(delivered.lag >= spread, "stamped when its first message was taken: lag {:?}", delivered.lag);
 }
 
+/// The actions of the next frame a link brings.
+async fn next_link_frame(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Inbound>) -> Vec<u64> {
+    loop {
+        let inbound = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a link frame");
+        if let Some(Inbound::Frame { delivered, .. }) = inbound {
+            return acts_in(&delivered);
+        }
+    }
+}
+
+/// The same busy outbox with its destination on a peer link waits for no window: a link
+/// write saves no Redis round trip, so the five messages that one frame held through
+/// Redis above each leave as they come, in order.
+#[tokio::test]
+async fn a_busy_outbox_on_a_peer_link_waits_for_no_window() {
+    let (store, prefix, _redis_rx) = bus_of_node_b().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (link_tx, mut link_rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(link::listen(
+        listener,
+        std::sync::Arc::new(LinkKey::from_secret(LINK_SECRET)),
+        "node-b".into(),
+        link_tx,
+        RoomMetrics::unregistered().unwrap(),
+    ));
+    let window = Duration::from_secs(10);
+    let (outboxes, _metrics) = linked(Outboxes::new(Publisher::new(store.thread_conns(), &prefix), window), &addr);
+    // The first frames go through Redis while the link is dialled: probe until one
+    // arrives on the link.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        outboxes.send("node-b", act(0)).await.expect("sent");
+        if let Ok(Some(Inbound::Frame { .. })) = tokio::time::timeout(Duration::from_millis(50), link_rx.recv()).await {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the link never came up");
+    }
+    // The same burst and pause as through Redis: the outbox's rate is ~20 a second, its
+    // queue busy, so a frame through Redis would wait 250 ms for five more.
+    for cs in 100..120 {
+        outboxes.post("node-b", act(cs));
+    }
+    let mut burst = Vec::new();
+    while burst.len() < 20 {
+        burst.extend(next_link_frame(&mut link_rx).await);
+    }
+    assert_eq!(burst, (100..120).collect::<Vec<_>>());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for cs in 1..=5 {
+        outboxes.post("node-b", act(cs));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let first = next_link_frame(&mut link_rx).await;
+    assert_eq!(first, vec![1], "the first message left alone, without waiting for the others");
+    let mut rest = Vec::new();
+    while rest.len() < 4 {
+        rest.extend(next_link_frame(&mut link_rx).await);
+    }
+    assert_eq!(rest, vec![2, 3, 4, 5], "the others after it, in order");
+}
+
 /// An outbox that has seen no traffic sends its first message at once, whatever its
 /// window: a quiet queue's window would only add latency (nothing else comes in it).
 #[tokio::test]

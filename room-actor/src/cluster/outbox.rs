@@ -20,7 +20,11 @@
 //!
 //! With peer links (`link.rs`) a frame goes on the destination's link instead of through
 //! Redis, in the same order from the same task; the task falls back to Redis while its
-//! destination has no link.
+//! destination has no link. A frame for a link waits for no window, only for the rest of
+//! the tick: a link write saves no Redis round trip, and what a busy owner sends comes
+//! out bunched already, behind the append batch that stored it. Measured, the wait there
+//! cost every crossing its length and saved no CPU (benches/README.md, "Frames on a peer
+//! link wait for no window"); through Redis it still saves `PUBLISH`es.
 //!
 //! A [`RemoteOut`] stands in for each remote subscriber ([`Out::Remote`](crate::messages::Out)):
 //! a room's frame for it goes straight into the outbox toward its node.
@@ -175,6 +179,12 @@ impl Route {
         }
     }
 
+    /// Whether the next frame goes on a peer link (one that is up and not closed by its
+    /// listener): a write on the socket, with no Redis round trip a wait could save.
+    fn on_link(&self) -> bool {
+        self.link.as_ref().is_some_and(|link| !link.is_closed())
+    }
+
     /// Sends one frame: whether anyone took it (`false`: nobody listens on the
     /// destination's channel, the node is gone).
     async fn send(&mut self, envelopes: &[Envelope], at: SystemTime) -> Result<bool, StoreError> {
@@ -303,9 +313,10 @@ async fn drain(
     let mut pace = Pace::new(window);
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
-        // The window where this destination's rate fills it, otherwise the rest of this
-        // thread's tick, adds what it has; a full batch already waiting goes at once.
-        gather(&mut pace, rx.len(), MAX_BATCH).await;
+        // The window where this destination's rate fills it and the frame goes through
+        // Redis, otherwise the rest of this thread's tick, adds what it has; a full batch
+        // already waiting goes at once.
+        gather(&mut pace, rx.len(), MAX_BATCH, !route.on_link()).await;
         let mut batch = Batch::default();
         batch.add(first);
         while batch.items < MAX_BATCH && batch.text_bytes < MAX_BATCH_BYTES {
