@@ -301,16 +301,11 @@ fn linked(outboxes: Outboxes, addr: &str) -> (Outboxes, RoomMetrics) {
 
 const LINK_SECRET: &str = "cluster-primitives-link-secret";
 
-/// An outbox moves a busy destination from Redis to its peer link mid-stream; the
-/// receiver, gating the link's frames on its mark as a node's bus loop does
-/// (`link::Gate`), sees every envelope once and in the order sent, the last ones from
-/// the link.
-#[tokio::test]
-async fn a_destination_moved_onto_its_link_mid_stream_gets_everything_in_order() {
-    let (store, prefix, mut redis_rx) = bus_of_node_b().await;
+/// `node-b` taking peer links: the address it listens on and what its links bring.
+async fn links_of_node_b() -> (String, tokio::sync::mpsc::UnboundedReceiver<Inbound>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
-    let (link_tx, mut link_rx) = tokio::sync::mpsc::unbounded_channel();
+    let (link_tx, link_rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(link::listen(
         listener,
         std::sync::Arc::new(LinkKey::from_secret(LINK_SECRET)),
@@ -318,6 +313,17 @@ async fn a_destination_moved_onto_its_link_mid_stream_gets_everything_in_order()
         link_tx,
         RoomMetrics::unregistered().unwrap(),
     ));
+    (addr, link_rx)
+}
+
+/// An outbox moves a busy destination from Redis to its peer link mid-stream; the
+/// receiver, gating the link's frames on its mark as a node's bus loop does
+/// (`link::Gate`), sees every envelope once and in the order sent, the last ones from
+/// the link.
+#[tokio::test]
+async fn a_destination_moved_onto_its_link_mid_stream_gets_everything_in_order() {
+    let (store, prefix, mut redis_rx) = bus_of_node_b().await;
+    let (addr, mut link_rx) = links_of_node_b().await;
     let (outboxes, metrics) =
         linked(Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO), &addr);
     // A steady stream: the first frames go through Redis while the link is dialled.
@@ -626,16 +632,7 @@ async fn next_link_frame(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Inbound>)
 #[tokio::test]
 async fn a_busy_outbox_on_a_peer_link_waits_for_no_window() {
     let (store, prefix, _redis_rx) = bus_of_node_b().await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    let (link_tx, mut link_rx) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(link::listen(
-        listener,
-        std::sync::Arc::new(LinkKey::from_secret(LINK_SECRET)),
-        "node-b".into(),
-        link_tx,
-        RoomMetrics::unregistered().unwrap(),
-    ));
+    let (addr, mut link_rx) = links_of_node_b().await;
     let window = Duration::from_secs(10);
     let (outboxes, _metrics) = linked(Outboxes::new(Publisher::new(store.thread_conns(), &prefix), window), &addr);
     // The first frames go through Redis while the link is dialled: probe until one
