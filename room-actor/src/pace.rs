@@ -12,7 +12,8 @@
 //! the batch goes after the rest of the thread's tick, as with no window at all.
 //!
 //! And it waits only as long as its rate takes to bring [`WAIT_ARRIVALS`] more items, the
-//! window being the most it ever waits: a batch of several items is what saves the round
+//! window being the most it ever waits; an append queue stops waiting as soon as those
+//! items have come ([`gather_counted`]): a batch of several items is what saves the round
 //! trips, and a longer wait only adds latency. The same window then suits a busy tally
 //! queue (2,500 items a second: 2 ms) and a Halli Galli queue of a node with a thousand
 //! rooms (~600 a second: the whole window of 5 ms), where one fixed length would either
@@ -31,6 +32,7 @@
 //! little each.
 
 use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
 
 /// How far back the arrival rate remembers (τ of its time-weighted mean).
 pub const RATE_MEMORY: Duration = Duration::from_millis(50);
@@ -122,6 +124,42 @@ pub(crate) async fn gather(pace: &mut Pace, queued: usize, max: usize, may_wait:
         Some(window) => tokio::time::sleep(window).await,
         None => crate::redis_append::let_the_tick_finish().await,
     }
+}
+
+/// [`gather`] for a queue whose items each count once (the append queues, `redis_append.rs`):
+/// a wait ends as soon as the [`WAIT_ARRIVALS`] more items it waits for have come, instead
+/// of when its timer fires. The timer is only the bound: tokio rounds it up to its next
+/// millisecond, and the rate it was set from is a mean, so a batch cut by its timer waited
+/// up to a millisecond longer than it took its items to come (benches/README.md, "A batch
+/// cut when its items have come"). The items taken while waiting are moved from `rx` into
+/// `early`, in order, ahead of anything still in `rx`; then the rest of the thread's tick
+/// adds what it has, as after no wait.
+pub(crate) async fn gather_counted<T>(
+    pace: &mut Pace,
+    rx: &mut mpsc::UnboundedReceiver<T>,
+    early: &mut Vec<T>,
+    max: usize,
+) {
+    let wait = pace.wait(Instant::now());
+    if rx.len() + 1 >= max {
+        return;
+    }
+    if let Some(wait) = wait {
+        let want = (WAIT_ARRIVALS.ceil() as usize).min(max - 1);
+        let timer = tokio::time::sleep(wait);
+        tokio::pin!(timer);
+        while early.len() < want {
+            tokio::select! {
+                biased;
+                item = rx.recv() => match item {
+                    Some(item) => early.push(item),
+                    None => return,
+                },
+                () = &mut timer => return,
+            }
+        }
+    }
+    crate::redis_append::let_the_tick_finish().await;
 }
 
 #[cfg(test)]
@@ -235,6 +273,80 @@ mod tests {
         pace.done(much_later);
         assert_eq!(pace.wait(much_later), None);
         assert!(pace.rate() < 2.0, "rate {}", pace.rate());
+    }
+
+    /// A pace that has seen 200 items a second, one by one, up to now and is busy: it
+    /// waits about 25 ms (five more at that rate) of a 50 ms window.
+    fn a_queue_at_200_a_second() -> Pace {
+        let mut pace = Pace::new(50 * MS);
+        let start = Instant::now() - Duration::from_secs(4);
+        steady(&mut pace, start, 5 * MS, Duration::from_micros(100), 1, 800);
+        pace
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_counted_wait_ends_when_the_items_it_waits_for_have_come() {
+        let mut pace = a_queue_at_200_a_second();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        // Now they come every millisecond: the five it waits for are there after 5 ms,
+        // long before its 25 ms timer.
+        tokio::spawn(async move {
+            for i in 1..=8u32 {
+                tokio::time::sleep(MS).await;
+                let _ = tx.send(i);
+            }
+        });
+        let start = tokio::time::Instant::now();
+        let mut early = Vec::new();
+        gather_counted(&mut pace, &mut rx, &mut early, 256).await;
+        let waited = start.elapsed();
+        assert_eq!(early, [1, 2, 3, 4, 5], "the items it waited for, in order");
+        assert!(waited >= 5 * MS && waited < 7 * MS, "waited {waited:?}, not out to the timer");
+        // What came after stays queued, in order.
+        tokio::time::sleep(10 * MS).await;
+        assert_eq!(rx.recv().await, Some(6));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_counted_wait_whose_items_do_not_come_ends_at_its_timer_with_what_came() {
+        let mut pace = a_queue_at_200_a_second();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            for i in 1..=2u32 {
+                tokio::time::sleep(MS).await;
+                let _ = tx.send(i);
+            }
+            // The sender stays open: the queue is quiet, not closed.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            drop(tx);
+        });
+        let start = tokio::time::Instant::now();
+        let mut early = Vec::new();
+        gather_counted(&mut pace, &mut rx, &mut early, 256).await;
+        let waited = start.elapsed();
+        assert_eq!(early, [1, 2]);
+        // Its timer: five more at the queue's rate, ~25 ms (the rate also took in the
+        // moment between the last cycle and this one, so a little less).
+        assert!(waited >= 20 * MS && waited < 27 * MS, "waited {waited:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_counted_wait_on_a_quiet_queue_or_a_full_batch_takes_nothing_early() {
+        // A queue that has seen nothing does not wait.
+        let mut pace = Pace::new(50 * MS);
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let start = tokio::time::Instant::now();
+        let mut early = Vec::new();
+        gather_counted(&mut pace, &mut rx, &mut early, 256).await;
+        assert!(early.is_empty() && start.elapsed() < MS);
+        // A busy one whose queue already holds a full batch goes at once.
+        let mut pace = a_queue_at_200_a_second();
+        for i in 0..4u32 {
+            let _ = tx.send(i);
+        }
+        gather_counted(&mut pace, &mut rx, &mut early, 5).await;
+        assert!(early.is_empty() && start.elapsed() < MS);
+        assert_eq!(rx.len(), 4);
     }
 
     #[test]

@@ -46,11 +46,11 @@
 //! ([`let_the_tick_finish`]), so the rooms woken in the same round add their entries.
 //! A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, at most 5 ms by default) makes the
 //! task wait after a batch's first entry before it takes the rest, but only while the
-//! queue is busy enough to fill it, and only as long as its rate takes to bring five
-//! more (`pace.rs`): at a steady rate the entries are spread in time, and what
-//! gathers while one batch is in flight is only what arrived in one round trip (1–2
-//! entries here); the wait gathers several times that, for that much more latency per
-//! action. A quiet queue never waits.
+//! queue is busy enough to fill it, and only until five more have come (at most as long
+//! as its rate says they take, `pace.rs`): at a steady rate the entries are spread in
+//! time, and what gathers while one batch is in flight is only what arrived in one round
+//! trip (1–2 entries here); the wait gathers several times that, for that much more
+//! latency per action. A quiet queue never waits.
 //!
 //! A Redis Cluster keeps one `EVALSHA` of `lua/append.lua` per append (a script may
 //! touch one slot only, and rooms are spread over slots); the cluster connection
@@ -58,7 +58,7 @@
 
 use crate::error::StoreError;
 use crate::keys::Keys;
-use crate::pace::{gather, Pace};
+use crate::pace::{gather_counted, Pace};
 use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, Script, Value};
@@ -616,12 +616,18 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
     let mut conn: Option<RedisConn> = None;
     let mut pace = Pace::new(appender.window);
     let mut queue = Queue::new(&appender.canary);
+    let mut early = Vec::new();
     while let Some(first) = rx.recv().await {
-        // The window where this queue's rate fills it, else the rest of the tick; a full
-        // batch already waiting goes at once.
-        gather(&mut pace, rx.len(), MAX_BATCH, true).await;
+        // The window where this queue's rate fills it (ended by the entries it waits
+        // for, which go next in the batch whatever their size), else the rest of the
+        // tick; a full batch already waiting goes at once.
+        gather_counted(&mut pace, &mut rx, &mut early, MAX_BATCH).await;
         let mut bytes = first.bytes.len();
         let mut batch = vec![first];
+        for p in early.drain(..) {
+            bytes += p.bytes.len();
+            batch.push(p);
+        }
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
                 Ok(p) => {
