@@ -284,18 +284,26 @@ mod tests {
         pace
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_counted_wait_ends_when_the_items_it_waits_for_have_come() {
-        let mut pace = a_queue_at_200_a_second();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        // Now they come every millisecond: the five it waits for are there after 5 ms,
-        // long before its 25 ms timer.
+    /// A queue that gets 1, 2, … `n`, one a millisecond, and whose sender then stays open
+    /// for `open` more.
+    fn one_a_millisecond(n: u32, open: Duration) -> mpsc::UnboundedReceiver<u32> {
+        let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(async move {
-            for i in 1..=8u32 {
+            for i in 1..=n {
                 tokio::time::sleep(MS).await;
                 let _ = tx.send(i);
             }
+            tokio::time::sleep(open).await;
         });
+        rx
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_counted_wait_ends_when_the_items_it_waits_for_have_come() {
+        let mut pace = a_queue_at_200_a_second();
+        // Now they come every millisecond: the five it waits for are there after 5 ms,
+        // long before its 25 ms timer.
+        let mut rx = one_a_millisecond(8, Duration::ZERO);
         let start = tokio::time::Instant::now();
         let mut early = Vec::new();
         gather_counted(&mut pace, &mut rx, &mut early, 256).await;
@@ -303,23 +311,14 @@ mod tests {
         assert_eq!(early, [1, 2, 3, 4, 5], "the items it waited for, in order");
         assert!(waited >= 5 * MS && waited < 7 * MS, "waited {waited:?}, not out to the timer");
         // What came after stays queued, in order.
-        tokio::time::sleep(10 * MS).await;
         assert_eq!(rx.recv().await, Some(6));
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_counted_wait_whose_items_do_not_come_ends_at_its_timer_with_what_came() {
         let mut pace = a_queue_at_200_a_second();
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            for i in 1..=2u32 {
-                tokio::time::sleep(MS).await;
-                let _ = tx.send(i);
-            }
-            // The sender stays open: the queue is quiet, not closed.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            drop(tx);
-        });
+        // The sender stays open after its two: the queue is quiet, not closed.
+        let mut rx = one_a_millisecond(2, Duration::from_secs(1));
         let start = tokio::time::Instant::now();
         let mut early = Vec::new();
         gather_counted(&mut pace, &mut rx, &mut early, 256).await;
