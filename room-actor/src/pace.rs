@@ -12,8 +12,8 @@
 //! the batch goes after the rest of the thread's tick, as with no window at all.
 //!
 //! And it waits only as long as its rate takes to bring [`WAIT_ARRIVALS`] more items, the
-//! window being the most it ever waits; an append queue stops waiting as soon as those
-//! items have come ([`gather_counted`]): a batch of several items is what saves the round
+//! window being the most it ever waits, and stops waiting as soon as those items have
+//! come ([`gather`]): a batch of several items is what saves the round
 //! trips, and a longer wait only adds latency. The same window then suits a busy tally
 //! queue (2,500 items a second: 2 ms) and a Halli Galli queue of a node with a thousand
 //! rooms (~600 a second: the whole window of 5 ms), where one fixed length would either
@@ -111,48 +111,41 @@ impl Pace {
     }
 }
 
-/// Waits before a batch is cut, as [`Pace::wait`] says: out the window, or (with no wait,
-/// and unless `queued` already fill a batch of `max`) the rest of this thread's tick.
-/// `may_wait` false (a batch with no round trip to save) keeps the rate current but never
-/// waits beyond the tick.
-pub(crate) async fn gather(pace: &mut Pace, queued: usize, max: usize, may_wait: bool) {
-    let wait = pace.wait(Instant::now()).filter(|_| may_wait);
-    if queued + 1 >= max {
-        return;
-    }
-    match wait {
-        Some(window) => tokio::time::sleep(window).await,
-        None => crate::redis_append::let_the_tick_finish().await,
-    }
-}
-
-/// [`gather`] for a queue whose items each count once (the append queues, `redis_append.rs`):
-/// a wait ends as soon as the [`WAIT_ARRIVALS`] more items it waits for have come, instead
-/// of when its timer fires. The timer is only the bound: tokio rounds it up to its next
-/// millisecond, and the rate it was set from is a mean, so a batch cut by its timer waited
-/// up to a millisecond longer than it took its items to come (benches/README.md, "A batch
-/// cut when its items have come"). The items taken while waiting are moved from `rx` into
-/// `early`, in order, ahead of anything still in `rx`; then the rest of the thread's tick
-/// adds what it has, as after no wait.
-pub(crate) async fn gather_counted<T>(
+/// Waits before a batch is cut, as [`Pace::wait`] says: until the [`WAIT_ARRIVALS`] more
+/// items it waits for have come, its timer being only the bound; then (or with no wait,
+/// unless `queued` already fill a batch of `max`) the rest of this thread's tick adds what
+/// it has. `may_wait` false (a batch with no round trip to save) keeps the rate current but
+/// never waits beyond the tick.
+///
+/// The wait ends when its items have come, not when its timer fires: tokio rounds a timer
+/// up to its next millisecond, and the rate it was set from is a mean, so a batch cut by
+/// its timer waited up to a millisecond longer than it took its items to come
+/// (benches/README.md, "A batch cut when its items have come"). `take` adds an item that
+/// came while waiting to the caller's batch, in order (ahead of anything still in `rx`),
+/// and says how many of the batch's items count so far beyond its first: an outbox counts
+/// an update several sessions see once, and a full batch counts as all it waits for
+/// (`usize::MAX`).
+pub(crate) async fn gather<T>(
     pace: &mut Pace,
     rx: &mut mpsc::UnboundedReceiver<T>,
-    early: &mut Vec<T>,
     max: usize,
+    may_wait: bool,
+    mut take: impl FnMut(T) -> usize,
 ) {
-    let wait = pace.wait(Instant::now());
+    let wait = pace.wait(Instant::now()).filter(|_| may_wait);
     if rx.len() + 1 >= max {
         return;
     }
     if let Some(wait) = wait {
-        let want = (WAIT_ARRIVALS.ceil() as usize).min(max - 1);
+        let want = WAIT_ARRIVALS.ceil() as usize;
         let timer = tokio::time::sleep(wait);
         tokio::pin!(timer);
-        while early.len() < want {
+        let mut counted = 0;
+        while counted < want {
             tokio::select! {
                 biased;
                 item = rx.recv() => match item {
-                    Some(item) => early.push(item),
+                    Some(item) => counted = take(item),
                     None => return,
                 },
                 () = &mut timer => return,
@@ -284,12 +277,28 @@ mod tests {
         pace
     }
 
-    /// A queue that gets 1, 2, … `n`, one a millisecond, and whose sender then stays open
-    /// for `open` more.
-    fn one_a_millisecond(n: u32, open: Duration) -> mpsc::UnboundedReceiver<u32> {
+    /// What [`gather`] took while it waited, in order, counting each item once.
+    async fn taken(pace: &mut Pace, rx: &mut mpsc::UnboundedReceiver<u32>, max: usize, may_wait: bool) -> Vec<u32> {
+        let mut early = Vec::new();
+        gather(pace, rx, max, may_wait, |item| {
+            early.push(item);
+            if early.len() + 1 >= max {
+                usize::MAX
+            } else {
+                early.len()
+            }
+        })
+        .await;
+        early
+    }
+
+    /// A queue that gets `items`, one a millisecond, and whose sender then stays open for
+    /// `open` more.
+    fn one_a_millisecond(items: impl IntoIterator<Item = u32>, open: Duration) -> mpsc::UnboundedReceiver<u32> {
         let (tx, rx) = mpsc::unbounded_channel();
+        let items: Vec<u32> = items.into_iter().collect();
         tokio::spawn(async move {
-            for i in 1..=n {
+            for i in items {
                 tokio::time::sleep(MS).await;
                 let _ = tx.send(i);
             }
@@ -303,10 +312,9 @@ mod tests {
         let mut pace = a_queue_at_200_a_second();
         // Now they come every millisecond: the five it waits for are there after 5 ms,
         // long before its 25 ms timer.
-        let mut rx = one_a_millisecond(8, Duration::ZERO);
+        let mut rx = one_a_millisecond(1..=8, Duration::ZERO);
         let start = tokio::time::Instant::now();
-        let mut early = Vec::new();
-        gather_counted(&mut pace, &mut rx, &mut early, 256).await;
+        let early = taken(&mut pace, &mut rx, 256, true).await;
         let waited = start.elapsed();
         assert_eq!(early, [1, 2, 3, 4, 5], "the items it waited for, in order");
         assert!(waited >= 5 * MS && waited < 7 * MS, "waited {waited:?}, not out to the timer");
@@ -318,10 +326,9 @@ mod tests {
     async fn a_counted_wait_whose_items_do_not_come_ends_at_its_timer_with_what_came() {
         let mut pace = a_queue_at_200_a_second();
         // The sender stays open after its two: the queue is quiet, not closed.
-        let mut rx = one_a_millisecond(2, Duration::from_secs(1));
+        let mut rx = one_a_millisecond(1..=2, Duration::from_secs(1));
         let start = tokio::time::Instant::now();
-        let mut early = Vec::new();
-        gather_counted(&mut pace, &mut rx, &mut early, 256).await;
+        let early = taken(&mut pace, &mut rx, 256, true).await;
         let waited = start.elapsed();
         assert_eq!(early, [1, 2]);
         // Its timer: five more at the queue's rate, ~25 ms (the rate also took in the
@@ -335,17 +342,51 @@ mod tests {
         let mut pace = Pace::new(50 * MS);
         let (tx, mut rx) = mpsc::unbounded_channel();
         let start = tokio::time::Instant::now();
-        let mut early = Vec::new();
-        gather_counted(&mut pace, &mut rx, &mut early, 256).await;
+        let early = taken(&mut pace, &mut rx, 256, true).await;
         assert!(early.is_empty() && start.elapsed() < MS);
         // A busy one whose queue already holds a full batch goes at once.
         let mut pace = a_queue_at_200_a_second();
         for i in 0..4u32 {
             let _ = tx.send(i);
         }
-        gather_counted(&mut pace, &mut rx, &mut early, 5).await;
+        let early = taken(&mut pace, &mut rx, 5, true).await;
         assert!(early.is_empty() && start.elapsed() < MS);
         assert_eq!(rx.len(), 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_counted_wait_counts_what_its_caller_counts() {
+        let mut pace = a_queue_at_200_a_second();
+        // Each value comes twice (an update two sessions see, in an outbox): the caller
+        // counts values, so the wait ends when the fifth value has come, at 9 ms.
+        let mut rx = one_a_millisecond([1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6], Duration::ZERO);
+        let start = tokio::time::Instant::now();
+        let mut early: Vec<u32> = Vec::new();
+        gather(&mut pace, &mut rx, 256, true, |item| {
+            early.push(item);
+            let mut values = early.clone();
+            values.dedup();
+            values.len()
+        })
+        .await;
+        let waited = start.elapsed();
+        assert_eq!(early, [1, 1, 2, 2, 3, 3, 4, 4, 5]);
+        assert!(waited >= 9 * MS && waited < 11 * MS, "waited {waited:?}");
+        assert_eq!(rx.recv().await, Some(5), "the rest stays queued, in order");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_with_no_round_trip_to_save_waits_only_for_its_tick() {
+        // A busy queue whose batch may not wait (an outbox on a peer link) takes nothing
+        // that comes after its tick, however busy it is.
+        let mut pace = a_queue_at_200_a_second();
+        let before = pace.rate();
+        let mut rx = one_a_millisecond(1..=8, Duration::ZERO);
+        let start = tokio::time::Instant::now();
+        let early = taken(&mut pace, &mut rx, 256, false).await;
+        assert!(early.is_empty() && start.elapsed() < MS, "took {early:?} in {:?}", start.elapsed());
+        assert_ne!(pace.rate(), before, "its rate is still kept");
+        assert_eq!(rx.recv().await, Some(1));
     }
 
     #[test]

@@ -58,7 +58,7 @@
 
 use crate::error::StoreError;
 use crate::keys::Keys;
-use crate::pace::{gather_counted, Pace};
+use crate::pace::{gather, Pace};
 use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, Script, Value};
@@ -616,18 +616,22 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
     let mut conn: Option<RedisConn> = None;
     let mut pace = Pace::new(appender.window);
     let mut queue = Queue::new(&appender.canary);
-    let mut early = Vec::new();
     while let Some(first) = rx.recv().await {
-        // The window where this queue's rate fills it (ended by the entries it waits
-        // for, which go next in the batch whatever their size), else the rest of the
-        // tick; a full batch already waiting goes at once.
-        gather_counted(&mut pace, &mut rx, &mut early, MAX_BATCH).await;
+        // The window where this queue's rate fills it (ended once the entries it waits
+        // for have come, or the batch is full), else the rest of the tick; a full batch
+        // already waiting goes at once.
         let mut bytes = first.bytes.len();
         let mut batch = vec![first];
-        for p in early.drain(..) {
+        gather(&mut pace, &mut rx, MAX_BATCH, true, |p| {
             bytes += p.bytes.len();
             batch.push(p);
-        }
+            if batch.len() >= MAX_BATCH || bytes >= MAX_BATCH_BYTES {
+                usize::MAX
+            } else {
+                batch.len() - 1
+            }
+        })
+        .await;
         while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
             match rx.try_recv() {
                 Ok(p) => {

@@ -616,6 +616,55 @@ async fn a_busy_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_fra
     assert!(delivered.lag >= spread, "stamped when its first message was taken: lag {:?}", delivered.lag);
 }
 
+/// A busy outbox through Redis cuts its frame as soon as the five messages it waits for
+/// have come, not when its timer fires, and counts an update two sessions see once: after
+/// an action come five updates, each for two sessions, then two more actions, all 10 ms
+/// apart. The frame goes when the fifth update has come (its timer, ~250 ms at this rate,
+/// would have taken all eight); the two actions after it go in a later frame.
+#[tokio::test]
+async fn a_busy_outboxs_frame_through_redis_is_cut_when_the_five_it_waits_for_have_come() {
+    let (store, prefix, mut rx) = bus_of_node_b().await;
+    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::from_secs(10));
+    // The same burst and pause as above: a rate of ~20 a second, a wait of ~250 ms.
+    for cs in 100..120 {
+        outboxes.post("node-b", act(cs));
+    }
+    let mut burst = Vec::new();
+    while burst.len() < 20 {
+        let frame = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
+        burst.extend(acts_in(&frame));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let spaced = Duration::from_millis(10);
+    outboxes.post("node-b", act(1));
+    for n in 2..=6 {
+        tokio::time::sleep(spaced).await;
+        let update = ByteString::from(format!(r#"{{"t":"update","n":{n}}}"#));
+        outboxes.session("node-b", 7, ToClient::frame(update.clone()));
+        outboxes.session("node-b", 8, ToClient::frame(update));
+    }
+    for cs in 7..=8 {
+        tokio::time::sleep(spaced).await;
+        outboxes.post("node-b", act(cs));
+    }
+    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
+    let mut sessions = Vec::new();
+    for envelope in &first.envelopes {
+        if let Envelope::Sessions { texts, items } = envelope {
+            assert_eq!(texts.len(), 5, "each update's text once");
+            sessions.extend(items.iter().map(|i| i.session));
+        }
+    }
+    assert_eq!(acts_in(&first), vec![1], "cut once the fifth update came, before the actions after it");
+    assert_eq!(sessions, [7, 8].repeat(5), "the five updates, each for both sessions, in order");
+    let mut rest = Vec::new();
+    while rest.len() < 2 {
+        let frame = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
+        rest.extend(acts_in(&frame));
+    }
+    assert_eq!(rest, vec![7, 8]);
+}
+
 /// The actions of the next frame a link brings.
 async fn next_link_frame(rx: &mut tokio::sync::mpsc::UnboundedReceiver<Inbound>) -> Vec<u64> {
     loop {

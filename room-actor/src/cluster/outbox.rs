@@ -12,9 +12,10 @@
 //!
 //! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, at most 5 ms by default) the
 //! task waits after a frame's first message before it takes the rest, while the
-//! destination is busy enough to fill it, as long as its rate takes to bring five more
-//! (`pace.rs`): fewer, larger publishes for that
-//! much more latency per hop where they pay, and no wait on a quiet one. The frame is
+//! destination is busy enough to fill it, until five more have come (an update several
+//! sessions see counts once), at most as long as its rate takes to bring them
+//! (`pace.rs`): fewer, larger publishes for that much more latency per hop where they
+//! pay, and no wait on a quiet one. The frame is
 //! stamped with the time its first message was taken, so the hop a ring is credited
 //! with (`bus.rs`) includes the window it waited.
 //!
@@ -314,12 +315,21 @@ async fn drain(
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
         // The window where this destination's rate fills it and the frame goes through
-        // Redis, otherwise the rest of this thread's tick, adds what it has; a full batch
-        // already waiting goes at once.
-        gather(&mut pace, rx.len(), MAX_BATCH, !route.on_link()).await;
+        // Redis (ended once the messages it waits for have come: an update several
+        // sessions see counts once), otherwise the rest of this thread's tick, adds what
+        // it has; a full batch already waiting goes at once.
         let mut batch = Batch::default();
         batch.add(first);
-        while batch.items < MAX_BATCH && batch.text_bytes < MAX_BATCH_BYTES {
+        gather(&mut pace, &mut rx, MAX_BATCH, !route.on_link(), |item| {
+            batch.add(item);
+            if batch.full() {
+                usize::MAX
+            } else {
+                batch.distinct - 1
+            }
+        })
+        .await;
+        while !batch.full() {
             match rx.try_recv() {
                 Ok(item) => batch.add(item),
                 Err(_) => break,
@@ -379,6 +389,12 @@ struct Batch {
 }
 
 impl Batch {
+    /// Whether the frame takes no more: [`MAX_BATCH`] messages, or session texts of
+    /// [`MAX_BATCH_BYTES`].
+    fn full(&self) -> bool {
+        self.items >= MAX_BATCH || self.text_bytes >= MAX_BATCH_BYTES
+    }
+
     fn add(&mut self, item: Item) {
         self.items += 1;
         match item {
