@@ -180,8 +180,8 @@ pub struct Cluster {
     /// The longest a Redis batch (log appends; a frame to another node through Redis
     /// pub/sub, not one on a peer link) may wait after its first item for more (ms; 0 =
     /// never): only while its queue is busy enough to bring two more within it, and then
-    /// only as long as its rate takes to bring five (an append batch goes as soon as they
-    /// have come; `room_actor::pace`).
+    /// until five more have come, at most as long as its rate says they take
+    /// (`room_actor::pace`).
     pub batch_window_ms: u64,
     /// Where this node takes peer links from other nodes (`host:port`; port 0: any free
     /// one). Empty (the default): frames between nodes go through Redis pub/sub. With
