@@ -12,14 +12,13 @@
 //! the batch goes after the rest of the thread's tick, as with no window at all.
 //!
 //! And it waits only as long as its rate takes to bring [`WAIT_ARRIVALS`] more items (an
-//! outbox through Redis: seven, `cluster::outbox::FRAME_ARRIVALS`), the
-//! window being the most it ever waits, and stops waiting as soon as those items have
-//! come ([`gather`]): a batch of several items is what saves the round
-//! trips, and a longer wait only adds latency. The same window then suits a busy tally
-//! queue (2,500 items a second: 2 ms) and a Halli Galli queue of a node with a thousand
-//! rooms (~600 a second: the whole window of 5 ms), where one fixed length would either
-//! make the first wait longer than it pays or the second never wait (benches/README.md,
-//! "A wait as long as the queue's rate needs").
+//! outbox through Redis: seven, `cluster::outbox::FRAME_ARRIVALS`), the window being the
+//! most it ever waits, and stops waiting as soon as those items have come ([`gather`]): a
+//! batch of several items is what saves the round trips, and a longer wait only adds
+//! latency. The same window then suits a busy tally queue (2,500 items a second: 2 ms) and
+//! a Halli Galli queue of a node with a thousand rooms (~600 a second: the whole window of
+//! 5 ms), where one fixed length would either make the first wait longer than it pays or
+//! the second never wait (benches/README.md, "A wait as long as the queue's rate needs").
 //!
 //! An outbox whose destination is on a peer link never waits (`cluster/outbox.rs`): a link
 //! write saves no Redis round trip, and the updates a busy owner sends come out bunched
@@ -128,10 +127,10 @@ impl Pace {
     }
 }
 
-/// Waits before a batch is cut, as [`Pace::wait`] says: until the [`WAIT_ARRIVALS`] more
-/// items it waits for have come, its timer being only the bound; then (or with no wait,
-/// unless `queued` already fill a batch of `max`) the rest of this thread's tick adds what
-/// it has. `may_wait` false (a batch with no round trip to save) keeps the rate current but
+/// Waits before a batch is cut, as [`Pace::wait`] says: until the more items its pace
+/// waits for ([`WAIT_ARRIVALS`] unless set) have come, its timer being only the bound;
+/// then (or with no wait, unless what `rx` holds already fills a batch of `max`) the rest
+/// of this thread's tick adds what it has. `may_wait` false (a batch with no round trip to save) keeps the rate current but
 /// never waits beyond the tick.
 ///
 /// The wait ends when its items have come, not when its timer fires: tokio rounds a timer

@@ -14,11 +14,10 @@
 //! task waits after a frame's first message before it takes the rest, while the
 //! destination is busy enough to fill it, until seven more have come ([`FRAME_ARRIVALS`];
 //! an update several sessions see counts once), at most as long as its rate takes to
-//! bring them
-//! (`pace.rs`): fewer, larger publishes for that much more latency per hop where they
-//! pay, and no wait on a quiet one. The frame is
-//! stamped with the time its first message was taken, so the hop a ring is credited
-//! with (`bus.rs`) includes the window it waited.
+//! bring them (`pace.rs`): fewer, larger publishes for that much more latency per hop
+//! where they pay, and no wait on a quiet one. The frame is stamped with the time its
+//! first message was taken, so the hop a ring is credited with (`bus.rs`) includes the
+//! window it waited.
 //!
 //! With peer links (`link.rs`) a frame goes on the destination's link instead of through
 //! Redis, in the same order from the same task; the task falls back to Redis while its
