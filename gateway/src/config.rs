@@ -180,7 +180,7 @@ pub struct Cluster {
     /// The longest a Redis batch (log appends; a frame to another node through Redis
     /// pub/sub, not one on a peer link) may wait after its first item for more (ms; 0 =
     /// never): only while its queue is busy enough to bring two more within it, and then
-    /// until five more have come (seven for a frame), at most as long as its rate says they take
+    /// until five more have come, at most as long as its rate says they take
     /// (`room_actor::pace`).
     pub batch_window_ms: u64,
     /// Where this node takes peer links from other nodes (`host:port`; port 0: any free

@@ -11,14 +11,14 @@
 //! the window of the queue being free (it is busy now, not after a quiet spell). Otherwise
 //! the batch goes after the rest of the thread's tick, as with no window at all.
 //!
-//! And it waits only as long as its rate takes to bring [`WAIT_ARRIVALS`] more items (an
-//! outbox through Redis: seven, `cluster::outbox::FRAME_ARRIVALS`), the window being the
-//! most it ever waits, and stops waiting as soon as those items have come ([`gather`]): a
-//! batch of several items is what saves the round trips, and a longer wait only adds
-//! latency. The same window then suits a busy tally queue (2,500 items a second: 2 ms) and
-//! a Halli Galli queue of a node with a thousand rooms (~600 a second: the whole window of
-//! 5 ms), where one fixed length would either make the first wait longer than it pays or
-//! the second never wait (benches/README.md, "A wait as long as the queue's rate needs").
+//! And it waits only as long as its rate takes to bring [`WAIT_ARRIVALS`] more items, the
+//! window being the most it ever waits, and stops waiting as soon as those items have come
+//! ([`gather`]): a batch of several items is what saves the round trips, and a longer wait
+//! only adds latency. The same window then suits a busy tally queue (2,500 items a second:
+//! 2 ms) and a Halli Galli queue of a node with a thousand rooms (~600 a second: the whole
+//! window of 5 ms), where one fixed length would either make the first wait longer than it
+//! pays or the second never wait (benches/README.md, "A wait as long as the queue's rate
+//! needs").
 //!
 //! An outbox whose destination is on a peer link never waits (`cluster/outbox.rs`): a link
 //! write saves no Redis round trip, and the updates a busy owner sends come out bunched
@@ -47,17 +47,13 @@ pub const MIN_ARRIVALS: f64 = 2.0;
 /// How many more arrivals a batch waits for, at its queue's recent rate (at most the
 /// window). Measured (benches/README.md): waiting for 2.5 gave a Halli Galli cluster
 /// about half of what a fixed 5 ms window gave and a tally cluster nothing; waiting for
-/// five gave both more deliveries per CPU-second at a p99 a few milliseconds longer. An
-/// outbox through Redis waits for more ([`Pace::waiting_for`],
-/// `cluster::outbox::FRAME_ARRIVALS`).
+/// five gave both more deliveries per CPU-second at a p99 a few milliseconds longer.
 pub const WAIT_ARRIVALS: f64 = 5.0;
 
 /// One queue's pacing: its window and what it has seen.
 #[derive(Debug)]
 pub struct Pace {
     window: Duration,
-    /// How many more arrivals a batch waits for ([`WAIT_ARRIVALS`] unless set).
-    arrivals: f64,
     /// Items per second, recently.
     rate: f64,
     /// When the previous batch's first item was taken.
@@ -71,19 +67,7 @@ pub struct Pace {
 impl Pace {
     /// A queue that waits at most `window` (zero: never).
     pub fn new(window: Duration) -> Pace {
-        Pace::waiting_for(window, WAIT_ARRIVALS)
-    }
-
-    /// A queue that waits at most `window` for `arrivals` more items.
-    pub fn waiting_for(window: Duration, arrivals: f64) -> Pace {
-        Pace {
-            window,
-            arrivals: arrivals.max(1.0),
-            rate: 0.0,
-            last_taken: None,
-            last_items: 0,
-            free_since: Instant::now(),
-        }
+        Pace { window, rate: 0.0, last_taken: None, last_items: 0, free_since: Instant::now() }
     }
 
     /// How long a batch whose first item was taken at `taken` waits for more: as long as
@@ -107,7 +91,7 @@ impl Pace {
             return None;
         }
         let busy = taken.saturating_duration_since(self.free_since) < self.window;
-        busy.then(|| Duration::from_secs_f64(self.arrivals / self.rate).min(self.window))
+        busy.then(|| Duration::from_secs_f64(WAIT_ARRIVALS / self.rate).min(self.window))
     }
 
     /// Counts the batch cut: `items` in all, its first included (what arrived one by one:
@@ -127,11 +111,11 @@ impl Pace {
     }
 }
 
-/// Waits before a batch is cut, as [`Pace::wait`] says: until the more items its pace
-/// waits for ([`WAIT_ARRIVALS`] unless set) have come, its timer being only the bound;
-/// then (or with no wait, unless what `rx` holds already fills a batch of `max`) the rest
-/// of this thread's tick adds what it has. `may_wait` false (a batch with no round trip to save) keeps the rate current but
-/// never waits beyond the tick.
+/// Waits before a batch is cut, as [`Pace::wait`] says: until the [`WAIT_ARRIVALS`] more
+/// items it waits for have come, its timer being only the bound; then (or with no wait,
+/// unless what `rx` holds already fills a batch of `max`) the rest of this thread's tick
+/// adds what it has. `may_wait` false (a batch with no round trip to save) keeps the rate
+/// current but never waits beyond the tick.
 ///
 /// The wait ends when its items have come, not when its timer fires: tokio rounds a timer
 /// up to its next millisecond, and the rate it was set from is a mean, so a batch cut by
@@ -153,7 +137,7 @@ pub(crate) async fn gather<T>(
         return;
     }
     if let Some(wait) = wait {
-        let want = pace.arrivals.ceil() as usize;
+        let want = WAIT_ARRIVALS.ceil() as usize;
         let timer = tokio::time::sleep(wait);
         tokio::pin!(timer);
         let mut counted = 0;
@@ -287,11 +271,7 @@ mod tests {
     /// A pace that has seen 200 items a second, one by one, up to now and is busy: it
     /// waits about 25 ms (five more at that rate) of a 50 ms window.
     fn a_queue_at_200_a_second() -> Pace {
-        a_queue_at_200_a_second_waiting_for(WAIT_ARRIVALS)
-    }
-
-    fn a_queue_at_200_a_second_waiting_for(arrivals: f64) -> Pace {
-        let mut pace = Pace::waiting_for(50 * MS, arrivals);
+        let mut pace = Pace::new(50 * MS);
         let start = Instant::now() - Duration::from_secs(4);
         steady(&mut pace, start, 5 * MS, Duration::from_micros(100), 1, 800);
         pace
@@ -393,23 +373,6 @@ mod tests {
         assert_eq!(early, [1, 1, 2, 2, 3, 3, 4, 4, 5]);
         assert!(waited >= 9 * MS && waited < 11 * MS, "waited {waited:?}");
         assert_eq!(rx.recv().await, Some(5), "the rest stays queued, in order");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn a_queue_that_waits_for_seven_waits_until_seven_have_come() {
-        // An outbox through Redis waits for seven (`FRAME_ARRIVALS`): at 200 a second its
-        // timer is ~35 ms, and one a millisecond ends it at 7 ms.
-        let mut pace = a_queue_at_200_a_second_waiting_for(7.0);
-        let mut rx = one_a_millisecond(1..=9, Duration::ZERO);
-        let start = tokio::time::Instant::now();
-        let early = taken(&mut pace, &mut rx, 256, true).await;
-        let waited = start.elapsed();
-        assert_eq!(early, [1, 2, 3, 4, 5, 6, 7]);
-        assert!(waited >= 7 * MS && waited < 9 * MS, "waited {waited:?}");
-        // With none coming, its timer: seven at the queue's rate.
-        let mut pace = a_queue_at_200_a_second_waiting_for(7.0);
-        let wait = pace.wait(Instant::now()).expect("a busy queue waits");
-        assert!(wait > 30 * MS && wait <= 35 * MS, "{wait:?}");
     }
 
     #[tokio::test(start_paused = true)]

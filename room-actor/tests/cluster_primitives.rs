@@ -601,7 +601,7 @@ async fn a_busy_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_fra
         burst.extend(acts_in(&frame));
     }
     assert_eq!(burst, (100..120).collect::<Vec<_>>());
-    // A second later the outbox's rate is ~20 a second: the wait for seven more is 350 ms
+    // A second later the outbox's rate is ~20 a second: the wait for five more is 250 ms
     // (and the window of 10 s brings more than two, and the queue was free for less than
     // it: busy).
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -616,17 +616,16 @@ async fn a_busy_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_fra
     assert!(delivered.lag >= spread, "stamped when its first message was taken: lag {:?}", delivered.lag);
 }
 
-/// A busy outbox through Redis cuts its frame as soon as the seven messages it waits for
-/// (`FRAME_ARRIVALS`) have come, not when its timer fires, and counts an update two
-/// sessions see once: after an action come seven updates, each for two sessions, then two
-/// more actions, all 10 ms apart. The frame goes when the seventh update has come (its
-/// timer, ~350 ms at this rate, would have taken all ten); the two actions after it go in
-/// a later frame.
+/// A busy outbox through Redis cuts its frame as soon as the five messages it waits for
+/// have come, not when its timer fires, and counts an update two sessions see once: after
+/// an action come five updates, each for two sessions, then two more actions, all 10 ms
+/// apart. The frame goes when the fifth update has come (its timer, ~250 ms at this rate,
+/// would have taken all eight); the two actions after it go in a later frame.
 #[tokio::test]
-async fn a_busy_outboxs_frame_through_redis_is_cut_when_the_seven_it_waits_for_have_come() {
+async fn a_busy_outboxs_frame_through_redis_is_cut_when_the_five_it_waits_for_have_come() {
     let (store, prefix, mut rx) = bus_of_node_b().await;
     let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::from_secs(10));
-    // The same burst and pause as above: a rate of ~20 a second, a wait of ~350 ms.
+    // The same burst and pause as above: a rate of ~20 a second, a wait of ~250 ms.
     for cs in 100..120 {
         outboxes.post("node-b", act(cs));
     }
@@ -638,13 +637,13 @@ async fn a_busy_outboxs_frame_through_redis_is_cut_when_the_seven_it_waits_for_h
     tokio::time::sleep(Duration::from_secs(1)).await;
     let spaced = Duration::from_millis(10);
     outboxes.post("node-b", act(1));
-    for n in 2..=8 {
+    for n in 2..=6 {
         tokio::time::sleep(spaced).await;
         let update = ByteString::from(format!(r#"{{"t":"update","n":{n}}}"#));
         outboxes.session("node-b", 7, ToClient::frame(update.clone()));
         outboxes.session("node-b", 8, ToClient::frame(update));
     }
-    for cs in 9..=10 {
+    for cs in 7..=8 {
         tokio::time::sleep(spaced).await;
         outboxes.post("node-b", act(cs));
     }
@@ -652,18 +651,18 @@ async fn a_busy_outboxs_frame_through_redis_is_cut_when_the_seven_it_waits_for_h
     let mut sessions = Vec::new();
     for envelope in &first.envelopes {
         if let Envelope::Sessions { texts, items } = envelope {
-            assert_eq!(texts.len(), 7, "each update's text once");
+            assert_eq!(texts.len(), 5, "each update's text once");
             sessions.extend(items.iter().map(|i| i.session));
         }
     }
-    assert_eq!(acts_in(&first), vec![1], "cut once the seventh update came, before the actions after it");
-    assert_eq!(sessions, [7, 8].repeat(7), "the seven updates, each for both sessions, in order");
+    assert_eq!(acts_in(&first), vec![1], "cut once the fifth update came, before the actions after it");
+    assert_eq!(sessions, [7, 8].repeat(5), "the five updates, each for both sessions, in order");
     let mut rest = Vec::new();
     while rest.len() < 2 {
         let frame = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
         rest.extend(acts_in(&frame));
     }
-    assert_eq!(rest, vec![9, 10]);
+    assert_eq!(rest, vec![7, 8]);
 }
 
 /// The actions of the next frame a link brings.
@@ -696,7 +695,7 @@ async fn a_busy_outbox_on_a_peer_link_waits_for_no_window() {
         assert!(tokio::time::Instant::now() < deadline, "the link never came up");
     }
     // The same burst and pause as through Redis: the outbox's rate is ~20 a second, its
-    // queue busy, so a frame through Redis would wait 350 ms for seven more.
+    // queue busy, so a frame through Redis would wait 250 ms for five more.
     for cs in 100..120 {
         outboxes.post("node-b", act(cs));
     }

@@ -12,12 +12,11 @@
 //!
 //! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, at most 5 ms by default) the
 //! task waits after a frame's first message before it takes the rest, while the
-//! destination is busy enough to fill it, until seven more have come ([`FRAME_ARRIVALS`];
-//! an update several sessions see counts once), at most as long as its rate takes to
-//! bring them (`pace.rs`): fewer, larger publishes for that much more latency per hop
-//! where they pay, and no wait on a quiet one. The frame is stamped with the time its
-//! first message was taken, so the hop a ring is credited with (`bus.rs`) includes the
-//! window it waited.
+//! destination is busy enough to fill it, until five more have come (an update several
+//! sessions see counts once), at most as long as its rate takes to bring them
+//! (`pace.rs`): fewer, larger publishes for that much more latency per hop where they
+//! pay, and no wait on a quiet one. The frame is stamped with the time its first message
+//! was taken, so the hop a ring is credited with (`bus.rs`) includes the window it waited.
 //!
 //! With peer links (`link.rs`) a frame goes on the destination's link instead of through
 //! Redis, in the same order from the same task; the task falls back to Redis while its
@@ -45,14 +44,6 @@ use tracing::{info, warn};
 pub const MAX_BATCH: usize = 512;
 /// A frame stops taking session texts once they reach this many bytes.
 pub const MAX_BATCH_BYTES: usize = 1 << 20;
-
-/// How many more messages a busy outbox's frame through Redis waits for (`pace.rs`; an
-/// update several sessions see counts once). More than an append batch's five: each
-/// frame costs a `PUBLISH` and a wake-up at the other node. Measured (benches/README.md,
-/// "Frames through Redis cut when their messages have come"): cut at five, the cluster
-/// made 8 % fewer deliveries per CPU-second than with the timer's wait; at seven, within
-/// the noise of it, for about the same fall in p99.
-pub const FRAME_ARRIVALS: f64 = 7.0;
 
 /// Who hears whether a message's frame was published.
 enum Done {
@@ -319,7 +310,7 @@ async fn drain(
     own: mpsc::UnboundedSender<Item>,
 ) {
     let node = route.node.clone();
-    let mut pace = Pace::waiting_for(window, FRAME_ARRIVALS);
+    let mut pace = Pace::new(window);
     while let Some(first) = rx.recv().await {
         let first_at = SystemTime::now();
         // The window where this destination's rate fills it and the frame goes through
