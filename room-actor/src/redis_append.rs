@@ -616,6 +616,7 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
     let mut conn: Option<RedisConn> = None;
     let mut pace = Pace::new(appender.window);
     let mut queue = Queue::new(&appender.canary);
+    let full = |batch: &[Pending], bytes: usize| batch.len() >= MAX_BATCH || bytes >= MAX_BATCH_BYTES;
     while let Some(first) = rx.recv().await {
         // The window where this queue's rate fills it (ended once the entries it waits
         // for have come, or the batch is full), else the rest of the tick; a full batch
@@ -625,21 +626,17 @@ async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>
         gather(&mut pace, &mut rx, MAX_BATCH, true, |p| {
             bytes += p.bytes.len();
             batch.push(p);
-            if batch.len() >= MAX_BATCH || bytes >= MAX_BATCH_BYTES {
+            if full(&batch, bytes) {
                 usize::MAX
             } else {
                 batch.len() - 1
             }
         })
         .await;
-        while batch.len() < MAX_BATCH && bytes < MAX_BATCH_BYTES {
-            match rx.try_recv() {
-                Ok(p) => {
-                    bytes += p.bytes.len();
-                    batch.push(p);
-                }
-                Err(_) => break,
-            }
+        while !full(&batch, bytes) {
+            let Ok(p) = rx.try_recv() else { break };
+            bytes += p.bytes.len();
+            batch.push(p);
         }
         pace.cut(batch.len());
         appender.stats.batches.fetch_add(1, Ordering::Relaxed);
