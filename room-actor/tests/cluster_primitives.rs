@@ -579,6 +579,34 @@ async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_fl
     );
 }
 
+/// The next frame through Redis (10 s at most).
+async fn next_frame(rx: &mut tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>) -> bus::Delivered {
+    tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").expect("the bus is up")
+}
+
+/// Outboxes to `node-b` whose queue through Redis is busy at ~20 messages a second: a
+/// burst of twenty (actions 100–119, whose frames are read and returned) makes its rate,
+/// its first frame never waiting (nothing is known of its rate yet), and a second later
+/// a frame waits 250 ms for five more (the window of 10 s brings more than two, and the
+/// queue was free for less than it: busy). The window is long, so a slow machine's second
+/// still finds the queue busy: the wait itself is set by the rate, not by it.
+async fn a_busy_outbox_through_redis(
+    store: &RedisStore,
+    prefix: &str,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>,
+) -> (Outboxes, Vec<u64>) {
+    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), prefix), Duration::from_secs(10));
+    for cs in 100..120 {
+        outboxes.post("node-b", act(cs));
+    }
+    let mut burst = Vec::new();
+    while burst.len() < 20 {
+        burst.extend(acts_in(&next_frame(rx).await));
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    (outboxes, burst)
+}
+
 /// With a batch window, a busy outbox (its recent rate fills the window) sends the
 /// messages that come one after another within the wait its rate needs in one frame, in
 /// order, and the frame is stamped with its first message's time: the lag a ring is
@@ -586,30 +614,13 @@ async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_fl
 #[tokio::test]
 async fn a_busy_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_frame() {
     let (store, prefix, mut rx) = bus_of_node_b().await;
-    // Long, so a slow machine's second below still finds the queue busy: the wait itself
-    // is set by the rate, not by this.
-    let window = Duration::from_secs(10);
-    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), window);
-    // A burst first: twenty messages in one frame make the outbox's rate (its first frame
-    // never waits: nothing is known of its rate yet).
-    for cs in 100..120 {
-        outboxes.post("node-b", act(cs));
-    }
-    let mut burst = Vec::new();
-    while burst.len() < 20 {
-        let frame = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
-        burst.extend(acts_in(&frame));
-    }
+    let (outboxes, burst) = a_busy_outbox_through_redis(&store, &prefix, &mut rx).await;
     assert_eq!(burst, (100..120).collect::<Vec<_>>());
-    // A second later the outbox's rate is ~20 a second: the wait for five more is 250 ms
-    // (and the window of 10 s brings more than two, and the queue was free for less than
-    // it: busy).
-    tokio::time::sleep(Duration::from_secs(1)).await;
     for cs in 1..=5 {
         outboxes.post("node-b", act(cs));
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
+    let delivered = next_frame(&mut rx).await;
     let sent = acts_in(&delivered);
     assert_eq!(sent, vec![1, 2, 3, 4, 5], "the five messages in one frame, in order");
     let spread = Duration::from_millis(40);
@@ -624,17 +635,7 @@ async fn a_busy_outbox_with_a_batch_window_sends_what_comes_within_it_as_one_fra
 #[tokio::test]
 async fn a_busy_outboxs_frame_through_redis_is_cut_when_the_five_it_waits_for_have_come() {
     let (store, prefix, mut rx) = bus_of_node_b().await;
-    let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::from_secs(10));
-    // The same burst and pause as above: a rate of ~20 a second, a wait of ~250 ms.
-    for cs in 100..120 {
-        outboxes.post("node-b", act(cs));
-    }
-    let mut burst = Vec::new();
-    while burst.len() < 20 {
-        let frame = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
-        burst.extend(acts_in(&frame));
-    }
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    let (outboxes, _) = a_busy_outbox_through_redis(&store, &prefix, &mut rx).await;
     let spaced = Duration::from_millis(10);
     outboxes.post("node-b", act(1));
     for n in 2..=6 {
@@ -647,7 +648,7 @@ async fn a_busy_outboxs_frame_through_redis_is_cut_when_the_five_it_waits_for_ha
         tokio::time::sleep(spaced).await;
         outboxes.post("node-b", act(cs));
     }
-    let first = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
+    let first = next_frame(&mut rx).await;
     let mut sessions = Vec::new();
     for envelope in &first.envelopes {
         if let Envelope::Sessions { texts, items } = envelope {
@@ -659,8 +660,7 @@ async fn a_busy_outboxs_frame_through_redis_is_cut_when_the_five_it_waits_for_ha
     assert_eq!(sessions, [7, 8].repeat(5), "the five updates, each for both sessions, in order");
     let mut rest = Vec::new();
     while rest.len() < 2 {
-        let frame = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").unwrap();
-        rest.extend(acts_in(&frame));
+        rest.extend(acts_in(&next_frame(&mut rx).await));
     }
     assert_eq!(rest, vec![7, 8]);
 }
