@@ -11,7 +11,8 @@
 #
 # roomd-tally runs the embedded node on the in-memory store, roomd-tally-file the same
 # load on the durable file store (a fresh data directory under a temp dir): the pair
-# shows what durability costs.
+# shows what durability costs. roomd-halli-galli-file (not in the default set) is the
+# same for the Halli Galli load.
 # roomd-cluster-tally runs the tally load against two cluster nodes and a private
 # redis-server (all on core 0), each room's players spread over both nodes; its CPU and
 # RSS columns are the sum of the three processes; loadgen reads Redis's INFO commandstats
@@ -252,6 +253,10 @@ fi
 if want roomd-halli-galli; then
 start_roomd
 scenario roomd-halli-galli --url "http://127.0.0.1:$PORT" --game halli-galli --rooms "$HG_ROOMS" --reaction-ms "$HG_REACTION_MS" --concurrency 64
+fi
+if want roomd-halli-galli-file; then
+start_roomd file
+scenario roomd-halli-galli-file --url "http://127.0.0.1:$PORT" --game halli-galli --rooms "$HG_ROOMS" --reaction-ms "$HG_REACTION_MS" --concurrency 64
 fi
 if want roomd-cluster-halli-galli; then
 start_cluster

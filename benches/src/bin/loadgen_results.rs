@@ -138,6 +138,20 @@ fn render(runs: &[(String, Report, RunSide)], note: &str, link: Option<&str>) ->
             );
         }
     }
+    // The single node above keeps nothing (the in-memory store); the embedded default as
+    // shipped is the file store, which commits each batch to disk. When it ran too, the
+    // cluster is set against it as well.
+    if let (Some(file), Some(cluster)) = (find("roomd-tally-file"), find("roomd-cluster-tally")) {
+        if file.latency.p99_ms > 0.0 {
+            let _ = writeln!(
+                md,
+                "cluster (2 nodes + Redis) tally p99 {:.1} ms = {:.2}× the single node's on its default file store, {:.1} ms, at the same offered load.",
+                cluster.latency.p99_ms,
+                cluster.latency.p99_ms / file.latency.p99_ms,
+                file.latency.p99_ms
+            );
+        }
+    }
     // Each Halli Galli setup against the single node (players per busy core), and the
     // tally pair against it (deliveries per CPU-second): where a cluster's extra CPU goes.
     let against = |single: &str, others: &[&str], per: fn(&Report) -> Option<f64>, unit: &str| {
@@ -166,8 +180,20 @@ fn render(runs: &[(String, Report, RunSide)], note: &str, link: Option<&str>) ->
         "players per busy core",
     ));
     md.push_str(&against(
+        "roomd-halli-galli-file",
+        &["roomd-cluster-halli-galli-direct", "roomd-cluster-halli-galli"],
+        |r| r.players_per_core,
+        "players per busy core",
+    ));
+    md.push_str(&against(
         "roomd-tally",
         &["roomd-tally-pair"],
+        |r| r.deliveries_per_cpu_s,
+        "deliveries per CPU-second",
+    ));
+    md.push_str(&against(
+        "roomd-tally-file",
+        &["roomd-cluster-tally-direct", "roomd-cluster-tally"],
         |r| r.deliveries_per_cpu_s,
         "deliveries per CPU-second",
     ));
@@ -229,6 +255,40 @@ mod tests {
         );
         assert!(md.contains("roomd-cluster-halli-galli: 11000 players per busy core = 0.55×"), "{md}");
         assert!(!md.contains("roomd-cluster-halli-galli-direct:"), "a setup that did not run has no line: {md}");
+    }
+
+    #[test]
+    fn the_cluster_is_set_against_the_single_node_on_its_file_store_when_that_ran() {
+        let mk = |dps: f64, ppc: f64, p99: f64| Report {
+            mode: "open".into(),
+            deliveries_per_cpu_s: Some(dps),
+            players_per_core: Some(ppc),
+            latency: benches::loadgen::Latency { p99_ms: p99, ..Default::default() },
+            ..Report::default()
+        };
+        let runs = vec![
+            ("roomd-tally".to_owned(), mk(80_000.0, 0.0, 2.0), RunSide::default()),
+            ("roomd-tally-file".to_owned(), mk(40_000.0, 0.0, 6.0), RunSide::default()),
+            ("roomd-cluster-tally".to_owned(), mk(50_000.0, 0.0, 4.5), RunSide::default()),
+            ("roomd-halli-galli-file".to_owned(), mk(0.0, 16_000.0, 5.0), RunSide::default()),
+            ("roomd-cluster-halli-galli".to_owned(), mk(0.0, 12_000.0, 9.0), RunSide::default()),
+        ];
+        let md = render(&runs, "", None);
+        assert!(md.contains("tally p99 4.5 ms = 2.25× the single node's 2.0 ms"), "{md}");
+        assert!(md.contains("tally p99 4.5 ms = 0.75× the single node's on its default file store, 6.0 ms"), "{md}");
+        assert!(
+            md.contains("roomd-cluster-tally: 50000 deliveries per CPU-second = 1.25× roomd-tally-file's 40000"),
+            "{md}"
+        );
+        assert!(
+            md.contains(
+                "roomd-cluster-halli-galli: 12000 players per busy core = 0.75× roomd-halli-galli-file's 16000"
+            ),
+            "{md}"
+        );
+        let without: Vec<_> = runs.into_iter().filter(|(name, ..)| !name.ends_with("-file")).collect();
+        let md = render(&without, "", None);
+        assert!(!md.contains("file store") && !md.contains("-file's"), "no file store ran, no line for it: {md}");
     }
 
     #[test]
