@@ -21,6 +21,8 @@
 # roomd-cluster-tally-rc is the same load with the two nodes on a Redis Cluster of three
 # masters (ROOMD__REDIS__CLUSTER_URLS, sharded pub/sub), its three processes on core 0 too.
 # roomd-cluster-halli-galli is the Halli Galli load on the same two nodes and Redis.
+# Their Redis keeps nothing on disk unless REDIS_FSYNC=always (an append-only file fsynced
+# after every write: durable as the file store is) or REDIS_FSYNC=everysec.
 # The cluster nodes take peer links (ROOMD__CLUSTER__PEER_LISTEN=127.0.0.1:0): frames
 # between them go node to node, Redis keeps the logs, leases and membership. PEER_LINKS=0
 # runs them without links, every frame through Redis pub/sub (what roomd did before).
@@ -137,7 +139,12 @@ start_pair() {
 }
 start_cluster() { # [COUNT]: nodes (2)
   command -v redis-server >/dev/null || { echo "roomd-cluster-tally needs redis-server" >&2; return 1; }
-  taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no \
+  # REDIS_FSYNC=always|everysec: Redis keeps an append-only file in $WORK, fsynced after
+  # every write (always: as durable as the file store's fsync per batch) or once a second;
+  # unset, it keeps nothing on disk.
+  local persist=(--appendonly no)
+  [[ -n ${REDIS_FSYNC:-} ]] && persist=(--appendonly yes --appendfsync "$REDIS_FSYNC")
+  taskset -c 0 redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" "${persist[@]}" \
     --dir "$WORK" --logfile "$WORK/redis.log" &
   local redis=$!
   wait_port "$REDIS_PORT"
