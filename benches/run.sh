@@ -71,6 +71,10 @@ OUT=${OUT:-benches/results.md}
 REPORTS=${REPORTS:-benches/reports}
 THRESHOLDS=${THRESHOLDS:-}
 NOTE=${NOTE:-}
+case ${REDIS_FSYNC:-} in
+  ""|always|everysec) ;;
+  *) echo "REDIS_FSYNC=$REDIS_FSYNC: use always or everysec (or leave it unset: Redis keeps nothing on disk)" >&2; exit 2 ;;
+esac
 # One address sends all the load: lift roomd's per-address limits and its connection cap.
 
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || ulimit -n 20000 2>/dev/null || true
