@@ -9,6 +9,7 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
+use support::link_proxy::LinkProxy;
 use support::procs::{
     bus_publish_verb, connect, counter, create_room, get_json, metric, next_within, on_test_redis, redis_cli_target,
     room_on, send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
@@ -493,6 +494,75 @@ async fn a_node_restarted_on_a_new_peer_port_is_dialled_there_and_frames_go_back
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(counter(&http, &nodes[1], by_link).await >= 3.0, "the new rb answers on its own link to ra");
+}
+
+/// A link that dies without closing (a partition between two nodes that both still reach
+/// Redis, a firewall that forgot the connection): its writes succeed and its frames vanish,
+/// and the membership says both nodes are alive, so no failover comes. The sender sees its
+/// frames go unacknowledged, gives the link up (through Redis until a new link is up, which
+/// then passes), and the room plays on. Without acknowledgements the room would take no
+/// action again for as long as the connections stayed open.
+#[tokio::test]
+async fn a_peer_link_whose_frames_vanish_is_given_up_and_play_goes_on() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let ports = [support::procs::free_port(), support::procs::free_port()];
+    let proxies = [
+        LinkProxy::start(format!("127.0.0.1:{}", ports[0])).await,
+        LinkProxy::start(format!("127.0.0.1:{}", ports[1])).await,
+    ];
+    let behind = |id: &str, i: usize| {
+        Proc::spawn(
+            id,
+            on_test_redis(id, &prefix)
+                .short_lease()
+                .set("ROOMD__CLUSTER__PEER_LISTEN", format!("127.0.0.1:{}", ports[i]))
+                .set("ROOMD__CLUSTER__PEER_ADVERTISE", &proxies[i].addr),
+        )
+    };
+    let nodes = [behind("ha", 0), behind("hb", 1)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    for n in &nodes {
+        until(|| async { counter(&http, n, "roomd_bus_peer_addresses").await == 1.0 }, "peer address known").await;
+    }
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "hb", json!(null), 40).await;
+    let mut a = connect(&nodes[0], &alice).await;
+    // Alice on ha plays hb's room: her actions to hb and its answers to ha cross links.
+    bump(&mut a, &room, 1, 3).await;
+    let by_link = r#"roomd_bus_frames_sent_total{path="link"}"#;
+    let given_up = "roomd_bus_links_given_up_total";
+    for n in &nodes {
+        assert!(counter(&http, n, by_link).await >= 3.0, "{} sent on its link", n.id);
+        assert_eq!(counter(&http, n, given_up).await, 0.0, "{}", n.id);
+    }
+    let holed: usize = proxies.iter().map(LinkProxy::black_hole).sum();
+    assert!(holed >= 2, "both links go through the proxies ({holed} connections holed)");
+    let on_links_at_cut = counter(&http, &nodes[0], by_link).await;
+    // Alice resends the same action while she hears nothing back, as a client does.
+    let cs = 4;
+    let started = tokio::time::Instant::now();
+    let ack = loop {
+        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        if let Some(ack) = next_where(&mut a, 4, |v| v["t"] == "ack" && v["room"] == room).await {
+            break ack;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no ack within 30 s of the links dying");
+    };
+    assert_eq!((ack["cs"].as_u64(), ack["seq"].as_u64()), (Some(cs), Some(cs)), "{ack}");
+    let gave_up = counter(&http, &nodes[0], given_up).await + counter(&http, &nodes[1], given_up).await;
+    assert!(gave_up >= 1.0, "a sender gave a dead link up: {gave_up}");
+    // New links pass the proxies: frames go back on links.
+    let mut cs = cs + 1;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while counter(&http, &nodes[0], by_link).await < on_links_at_cut + 3.0 {
+        assert!(tokio::time::Instant::now() < deadline, "ha never sent on a new link to hb");
+        bump(&mut a, &room, cs, 1).await;
+        cs += 1;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test]

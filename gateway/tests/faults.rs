@@ -5,7 +5,7 @@
 //! - `randomized_faults_lose_nothing_and_every_room_comes_back`: a seeded schedule of
 //!   SIGKILLs (restarted at once with the same node id), SIGSTOPs shorter and longer than
 //!   the lease (5 s, the default) and around the Redis client timeout (2 s), SIGTERM drains, Redis restarts and
-//!   Redis pauses, against continuous play in 12 tally rooms with players on different
+//!   Redis pauses, peer links that die without closing, against continuous play in 12 tally rooms with players on different
 //!   nodes. After each fault and at the end: every acknowledged action is in the log
 //!   exactly once, seqs are contiguous, no seq was acknowledged for two actions, nobody
 //!   got a definite reject or `unknown_room`, every room takes actions again within a
@@ -26,7 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::fault_play::{check_logs, longest_gap, play, wait_all_ack_after, Player, Seen};
-use support::procs::{guest, tally_room, until_sees, OwnRedis, Proc, Ws};
+use support::link_proxy::LinkProxy;
+use support::procs::{free_port, guest, tally_room, until_sees, OwnRedis, Proc, Ws};
 use tokio_tungstenite::tungstenite::Message;
 
 /// These tests start several processes each: one at a time.
@@ -68,9 +69,13 @@ enum Fault {
     /// SIGSTOP Redis past the client timeout, within the lease: appends with unknown
     /// outcomes.
     RedisPause,
+    /// The peer links into a node die without closing (a partition between nodes that
+    /// still reach Redis, a firewall that forgot the connections): what is written on
+    /// them vanishes, and they stay open.
+    LinkBlackHole,
 }
 
-const FAULTS: [Fault; 7] = [
+const FAULTS: [Fault; 8] = [
     Fault::Kill,
     Fault::StopShort,
     Fault::StopAroundTimeout,
@@ -78,6 +83,7 @@ const FAULTS: [Fault; 7] = [
     Fault::Drain,
     Fault::RedisRestart,
     Fault::RedisPause,
+    Fault::LinkBlackHole,
 ];
 
 /// The production default lease (5 s): longer than the Redis client timeout (2 s), so a
@@ -103,10 +109,32 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
     let mut redis = OwnRedis::start();
     let url = redis.url();
     let prefix = format!("roomd-faults-{seed}");
+    // Each node takes its peer links through a proxy of the test's (on a port it keeps
+    // across restarts), which can make them die without closing.
+    let mut proxies = Vec::new();
+    let mut link_env = Vec::new();
+    for _ in 0..3 {
+        let port = free_port();
+        let proxy = LinkProxy::start(format!("127.0.0.1:{port}")).await;
+        link_env.push([format!("127.0.0.1:{port}"), proxy.addr.clone()]);
+        proxies.push(proxy);
+    }
     let mut nodes: Vec<Proc> = tokio::task::block_in_place(|| {
         ["fa", "fb", "fc"]
             .iter()
-            .map(|id| Proc::start(id, &prefix, &url, &[("ROOMD__CLUSTER__LEASE_MS", LEASE_MS)]))
+            .zip(&link_env)
+            .map(|(id, [listen, advertise])| {
+                Proc::start(
+                    id,
+                    &prefix,
+                    &url,
+                    &[
+                        ("ROOMD__CLUSTER__LEASE_MS", LEASE_MS),
+                        ("ROOMD__CLUSTER__PEER_LISTEN", listen),
+                        ("ROOMD__CLUSTER__PEER_ADVERTISE", advertise),
+                    ],
+                )
+            })
             .collect()
     });
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
@@ -203,6 +231,9 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
                 redis.signal("STOP");
                 tokio::time::sleep(pause).await;
                 redis.signal("CONT");
+            }
+            Fault::LinkBlackHole => {
+                proxies[target].black_hole();
             }
         }
         let t_end = Instant::now();

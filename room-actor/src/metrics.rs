@@ -39,6 +39,9 @@ pub struct RoomMetrics {
     /// Peer links this node refused (no proof of the cluster's secret, another node's
     /// hello, no handshake in time).
     pub bus_links_refused: IntCounter,
+    /// Peer links this node gave up as their sender: a write failed or took
+    /// `link::WRITE_TIMEOUT`, or what it wrote went unacknowledged for `link::ACK_TIMEOUT`.
+    pub bus_links_given_up: IntCounter,
     /// Live nodes this node can dial a peer link to (they advertise an address).
     pub bus_peer_addresses: IntGauge,
     /// Rooms whose commands from other nodes wait behind a slow one of theirs (a request
@@ -106,6 +109,10 @@ impl RoomMetrics {
                 "roomd_bus_links_refused_total",
                 "peer links refused (no proof of the cluster secret, wrong node, no handshake)",
             )?,
+            bus_links_given_up: IntCounter::new(
+                "roomd_bus_links_given_up_total",
+                "peer links given up by this node as their sender (a write failed or timed out, or frames went unacknowledged)",
+            )?,
             bus_backlog_rooms: IntGauge::new(
                 "roomd_bus_backlog_rooms",
                 "rooms whose commands from other nodes wait behind a slow one of theirs",
@@ -133,6 +140,7 @@ impl RoomMetrics {
         }
         registry.register(Box::new(m.bus_frames_sent.clone()))?;
         registry.register(Box::new(m.bus_links_refused.clone()))?;
+        registry.register(Box::new(m.bus_links_given_up.clone()))?;
         registry.register(Box::new(m.bus_peer_addresses.clone()))?;
         registry.register(Box::new(m.bus_backlog_rooms.clone()))?;
         Ok(m)

@@ -508,7 +508,7 @@ async fn a_peer_address_that_never_answers_delays_no_frame() {
     // The whole hello: magic, two ids with their lengths, the link id, the nonce.
     let mut hello = [0u8; 4 + 7 + 7 + 8 + 16];
     std::io::Read::read_exact(&mut pending, &mut hello).unwrap();
-    assert_eq!(&hello[..4], b"RDL1");
+    assert_eq!(&hello[..4], b"RDL2");
     let mut rest = [0u8; 16];
     let more = std::io::Read::read(&mut pending, &mut rest);
     let still_open =

@@ -21,6 +21,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub mod fault_play;
+pub mod link_proxy;
 pub mod procs;
 pub mod redis_cluster;
 

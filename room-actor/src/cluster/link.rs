@@ -30,25 +30,46 @@
 //!   published since. Dials run beside the outbox (frames go
 //!   through Redis meanwhile), so an address that never answers delays nothing.
 //!
+//! - **Liveness.** A link can die without closing: a partition between two nodes that
+//!   both still reach Redis, a firewall or NAT that forgets the connection, a receiver
+//!   that stopped reading. Its writes still succeed (into the kernel's buffers) and its
+//!   frames vanish, while the membership says both nodes are alive, so nothing moves the
+//!   rooms: every action across it would be lost until TCP gave up, many minutes later.
+//!   So the listener acknowledges what it reads: while frames come, at most every
+//!   [`ACK_EVERY`], it writes back how many it has read. A sender whose frames written
+//!   [`ACK_TIMEOUT`] ago are still unacknowledged gives the link up before its next
+//!   frame, as it does when a write fails (the `Unlink` mark, then Redis), and dials a
+//!   new one a second later. TCP keepalive closes an idle link whose peer is gone, on
+//!   both sides.
+//!
 //! On the wire, after the handshake, a frame is a 4-byte little-endian length and the bus
-//! frame itself (`bus::encode_frame`: version, timestamp, envelopes).
+//! frame itself (`bus::encode_frame`: version, timestamp, envelopes); the listener writes
+//! back only acknowledgements, each the count of frames it has read as a little-endian
+//! u64. A dialer says `RDL2` in its hello; a listener also takes `RDL1` (a roomd from
+//! before acknowledgements) and acknowledges nothing there. An older listener refuses an
+//! `RDL2` hello, so during a rolling upgrade from such a build, frames from upgraded
+//! nodes to older ones go through Redis.
 
 use crate::cluster::bus::{self, Delivered};
 use crate::metrics::RoomMetrics;
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
-use std::collections::{HashMap, HashSet};
+use socket2::{SockRef, TcpKeepalive};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tracing::{debug, warn};
 
-const MAGIC: &[u8; 4] = b"RDL1";
+/// A dialer's hello: links whose listener acknowledges what it reads.
+const MAGIC: &[u8; 4] = b"RDL2";
+/// The hello of a roomd from before acknowledgements, still taken (acknowledged never).
+const MAGIC_V1: &[u8; 4] = b"RDL1";
 const NONCE: usize = 16;
 const TAG: usize = 32;
 /// The largest frame a link takes (a frame of the outbox's biggest batch is ~1 MiB).
@@ -65,6 +86,22 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// How long a link's frames wait for its mark before they are delivered anyway (the mark
 /// was lost with a Redis subscription that dropped).
 pub const MARK_WAIT: Duration = Duration::from_secs(1);
+/// A listener acknowledges the frames it has read at most this often, and this long after
+/// the first frame it has not yet acknowledged (never while no frames come).
+pub const ACK_EVERY: Duration = Duration::from_millis(250);
+/// A sender gives its link up when frames it wrote this long ago are not acknowledged
+/// (the link died without closing): well above [`ACK_EVERY`] and a busy node's pauses,
+/// below the 4 s after which a client resends an action it got no answer to.
+pub const ACK_TIMEOUT: Duration = Duration::from_secs(3);
+/// Frames written within this long of one another share one stamp in a sender's record
+/// of what is unacknowledged (so the record stays small: at most about
+/// [`ACK_TIMEOUT`] / this, before the link is given up).
+const STAMP_EVERY: Duration = Duration::from_millis(50);
+/// TCP keepalive on links: an idle link whose peer went away without a word (its host
+/// gone, a partition) is closed after about 30 s + 3 × 10 s.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
+const KEEPALIVE_PROBES: u32 = 3;
 
 /// The key links are authenticated with, derived from the token secret.
 pub struct LinkKey(hmac::Key);
@@ -114,12 +151,14 @@ struct Hello {
     to: String,
     link: u64,
     nonce: [u8; NONCE],
+    /// The dialer reads acknowledgements (`RDL2`); `false` for an older one (`RDL1`).
+    acks: bool,
 }
 
 impl Hello {
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(32 + self.from.len() + self.to.len());
-        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(if self.acks { MAGIC } else { MAGIC_V1 });
         for id in [&self.from, &self.to] {
             out.push(id.len() as u8);
             out.extend_from_slice(id.as_bytes());
@@ -132,16 +171,18 @@ impl Hello {
     async fn read(stream: &mut TcpStream) -> io::Result<Hello> {
         let mut magic = [0u8; 4];
         stream.read_exact(&mut magic).await?;
-        if &magic != MAGIC {
-            return Err(refused("not a roomd peer link (or another version of one)"));
-        }
+        let acks = match &magic {
+            MAGIC => true,
+            MAGIC_V1 => false,
+            _ => return Err(refused("not a roomd peer link (or another version of one)")),
+        };
         let from = read_id(stream).await?;
         let to = read_id(stream).await?;
         let mut link = [0u8; 8];
         stream.read_exact(&mut link).await?;
         let mut nonce = [0u8; NONCE];
         stream.read_exact(&mut nonce).await?;
-        Ok(Hello { from, to, link: u64::from_le_bytes(link), nonce })
+        Ok(Hello { from, to, link: u64::from_le_bytes(link), nonce, acks })
     }
 }
 
@@ -175,6 +216,18 @@ pub struct Link {
     write: OwnedWriteHalf,
     /// Set when the listener closed its side (its node stopped): frames would be lost.
     closed: Arc<AtomicBool>,
+    /// How many frames the listener says it has read.
+    acked: Arc<AtomicU64>,
+    unacked: Unacked,
+    /// The task that reads the acknowledgements (stopped with the link, so a link given
+    /// up on a peer that never answers again leaves no socket behind).
+    reader: tokio::task::AbortHandle,
+}
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 impl Link {
@@ -182,25 +235,78 @@ impl Link {
         self.closed.load(Ordering::Relaxed)
     }
 
+    /// Whether frames written [`ACK_TIMEOUT`] or more ago are still not acknowledged: the
+    /// link died without closing, and what is written on it is lost.
+    pub fn is_stalled(&mut self) -> bool {
+        self.unacked.stalled(self.acked.load(Ordering::Relaxed), Instant::now())
+    }
+
     /// Writes one frame made by [`bus::encode_link_frame`] (length prefix included).
     pub async fn send(&mut self, framed: &[u8]) -> io::Result<()> {
-        self.write.write_all(framed).await
+        self.write.write_all(framed).await?;
+        self.unacked.wrote(Instant::now());
+        Ok(())
+    }
+}
+
+/// A sender's record of the frames it wrote that are not acknowledged yet: runs of frames
+/// written within [`STAMP_EVERY`] of each other, each as (frames written up to the run's
+/// last, when the run began). Its oldest unacknowledged frame is at least as young as the
+/// first run not wholly acknowledged.
+#[derive(Default)]
+struct Unacked {
+    written: u64,
+    runs: VecDeque<(u64, Instant)>,
+}
+
+impl Unacked {
+    fn wrote(&mut self, now: Instant) {
+        self.written += 1;
+        match self.runs.back_mut() {
+            Some((upto, began)) if now.saturating_duration_since(*began) < STAMP_EVERY => *upto = self.written,
+            _ => self.runs.push_back((self.written, now)),
+        }
+    }
+
+    fn stalled(&mut self, acked: u64, now: Instant) -> bool {
+        while self.runs.front().is_some_and(|(upto, _)| *upto <= acked) {
+            self.runs.pop_front();
+        }
+        self.runs.front().is_some_and(|(_, began)| now.saturating_duration_since(*began) >= ACK_TIMEOUT)
+    }
+}
+
+/// Keepalive on a link's socket (see [`KEEPALIVE_IDLE`]); a socket that takes none works
+/// on without it.
+fn keep_alive(stream: &TcpStream) {
+    let keepalive =
+        TcpKeepalive::new().with_time(KEEPALIVE_IDLE).with_interval(KEEPALIVE_INTERVAL).with_retries(KEEPALIVE_PROBES);
+    if let Err(e) = SockRef::from(stream).set_tcp_keepalive(&keepalive) {
+        debug!(error = %e, "no TCP keepalive on a peer link");
     }
 }
 
 /// Dials `to` at `addr` as `from` and proves both sides hold `key`.
 pub async fn dial(addr: &str, key: &LinkKey, from: &str, to: &str) -> io::Result<Link> {
+    dial_as(addr, key, from, to, true).await
+}
+
+/// [`dial`], saying whether this dialer reads acknowledgements (`false`: as a roomd from
+/// before them).
+async fn dial_as(addr: &str, key: &LinkKey, from: &str, to: &str, acks: bool) -> io::Result<Link> {
     if from.len() > 255 || to.len() > 255 {
         return Err(refused("node ids longer than 255 bytes cannot name a link"));
     }
     let rng = SystemRandom::new();
     let mut stream = TcpStream::connect(addr).await?;
     stream.set_nodelay(true)?;
+    keep_alive(&stream);
     let hello = Hello {
         from: from.to_owned(),
         to: to.to_owned(),
         link: u64::from_le_bytes(random(&rng)?),
         nonce: random(&rng)?,
+        acks,
     };
     stream.write_all(&hello.encode()).await?;
     match stream.read_u8().await? {
@@ -221,14 +327,18 @@ pub async fn dial(addr: &str, key: &LinkKey, from: &str, to: &str) -> io::Result
     }
     let (mut read, write) = stream.into_split();
     let closed = Arc::new(AtomicBool::new(false));
-    let flag = closed.clone();
-    tokio::spawn(async move {
-        // The listener never writes after the handshake: any read ending is its close.
-        let mut byte = [0u8; 1];
-        let _ = read.read(&mut byte).await;
+    let acked = Arc::new(AtomicU64::new(0));
+    let (flag, count) = (closed.clone(), acked.clone());
+    let reader = tokio::spawn(async move {
+        // After the handshake the listener writes only acknowledgements; the end of them
+        // is its close.
+        while let Ok(read_so_far) = read.read_u64_le().await {
+            count.fetch_max(read_so_far, Ordering::Relaxed);
+        }
         flag.store(true, Ordering::Relaxed);
-    });
-    Ok(Link { id: hello.link, write, closed })
+    })
+    .abort_handle();
+    Ok(Link { id: hello.link, write, closed, acked, unacked: Unacked::default(), reader })
 }
 
 /// What the links a node listens on bring in.
@@ -264,10 +374,22 @@ pub async fn listen(
         let (key, me, tx, metrics) = (key.clone(), me.clone(), tx.clone(), metrics.clone());
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
+            keep_alive(&stream);
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(stream, &key, &me)).await {
                 Ok(Ok((stream, hello))) => {
-                    debug!(from = %hello.from, %peer, link = hello.link, "peer link up");
-                    let why = read_frames(stream, hello.link, &tx, &metrics).await;
+                    debug!(from = %hello.from, %peer, link = hello.link, acks = hello.acks, "peer link up");
+                    let (read, write) = stream.into_split();
+                    let acks = hello.acks.then(|| Arc::new(Acks::default()));
+                    // The write half lives as long as the link: without acknowledgements
+                    // it writes nothing, and dropping it would close the dialer's side.
+                    let (acker, _write) = match acks.clone() {
+                        Some(acks) => (Some(tokio::spawn(acknowledge(write, acks))), None),
+                        None => (None, Some(write)),
+                    };
+                    let why = read_frames(read, hello.link, acks.as_deref(), &tx, &metrics).await;
+                    if let Some(acker) = acker {
+                        acker.abort();
+                    }
                     debug!(from = %hello.from, link = hello.link, ended = ?why, "peer link closed");
                     let _ = tx.send(Inbound::Closed { link: hello.link });
                 }
@@ -287,7 +409,8 @@ pub async fn listen(
 /// The listener's side of the handshake on a connection already taken, for a receiver
 /// that reads the frames itself ([`listen`] does this for every connection): the stream,
 /// on which each frame is a 4-byte little-endian length and the bus frame, and the link's
-/// id.
+/// id. Such a receiver acknowledges nothing, so its dialer gives the link up
+/// [`ACK_TIMEOUT`] after its first frame: a stalled receiver, to the dialer.
 pub async fn handshake(stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(TcpStream, u64)> {
     accept(stream, key, me).await.map(|(stream, hello)| (stream, hello.link))
 }
@@ -316,9 +439,44 @@ async fn accept(mut stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(T
 /// What a link's reader buffers: most frames arrive whole within it.
 const READ_BUFFER: usize = 64 * 1024;
 
+/// What a listener's reader tells its acknowledger.
+#[derive(Default)]
+struct Acks {
+    /// Frames read off the link so far.
+    read: AtomicU64,
+    /// A frame was read since the acknowledger last looked.
+    more: Notify,
+}
+
+impl Acks {
+    fn frame_read(&self) {
+        self.read.fetch_add(1, Ordering::Relaxed);
+        self.more.notify_one();
+    }
+}
+
+/// Writes back how many frames the link's reader has read, [`ACK_EVERY`] after a frame
+/// came that is not acknowledged yet: at most one small write per [`ACK_EVERY`] on a busy
+/// link, none on an idle one.
+async fn acknowledge(mut write: OwnedWriteHalf, acks: Arc<Acks>) {
+    let mut told = 0;
+    loop {
+        acks.more.notified().await;
+        tokio::time::sleep(ACK_EVERY).await;
+        let read = acks.read.load(Ordering::Relaxed);
+        if read != told {
+            if write.write_all(&read.to_le_bytes()).await.is_err() {
+                return;
+            }
+            told = read;
+        }
+    }
+}
+
 async fn read_frames(
-    stream: TcpStream,
+    stream: impl tokio::io::AsyncRead + Unpin,
     link: u64,
+    acks: Option<&Acks>,
     tx: &mpsc::UnboundedSender<Inbound>,
     metrics: &RoomMetrics,
 ) -> io::Result<()> {
@@ -352,6 +510,9 @@ async fn read_frames(
             }
             bus::accept_frame(&spill, metrics)
         };
+        if let Some(acks) = acks {
+            acks.frame_read();
+        }
         if let Some(delivered) = accepted {
             if tx.send(Inbound::Frame { link, delivered }).is_err() {
                 return Ok(());
@@ -522,9 +683,9 @@ mod tests {
             let framed = encode_link_frame(&[big(i), reply(i as u64)], SystemTime::now()).unwrap();
             if i % 2 == 1 {
                 let (head, tail) = framed.split_at(framed.len() / 3);
-                link.send(head).await.unwrap();
+                link.write.write_all(head).await.unwrap();
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                link.send(tail).await.unwrap();
+                link.write.write_all(tail).await.unwrap();
             } else {
                 link.send(&framed).await.unwrap();
             }
@@ -591,6 +752,103 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
         assert!(link.is_closed());
+    }
+
+    /// Waits until `done` holds, for at most `within`.
+    async fn until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + within;
+        while !done() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        done()
+    }
+
+    #[tokio::test]
+    async fn a_listener_acknowledges_the_frames_it_read_and_a_dialer_from_before_acknowledgements_gets_none() {
+        let (addr, mut rx, _) = listening("cluster-secret-0123456789", "n2").await;
+        let key = LinkKey::from_secret("cluster-secret-0123456789");
+        let mut link = dial(&addr, &key, "n1", "n2").await.unwrap();
+        for req in 0..10u64 {
+            link.send(&encode_link_frame(&[reply(req)], SystemTime::now()).unwrap()).await.unwrap();
+        }
+        for _ in 0..10 {
+            assert!(matches!(rx.recv().await.unwrap(), Inbound::Frame { .. }));
+        }
+        assert!(until(Duration::from_secs(5), || link.acked.load(Ordering::Relaxed) == 10).await, "10 acknowledged");
+        assert!(!link.is_stalled() && !link.is_closed());
+        // An `RDL1` dialer (a roomd from before acknowledgements) is taken, its frames
+        // delivered, and nothing is written back to it (it would read any byte as the
+        // listener's close).
+        let mut old = dial_as(&addr, &key, "n3", "n2", false).await.unwrap();
+        old.send(&encode_link_frame(&[reply(99)], SystemTime::now()).unwrap()).await.unwrap();
+        match rx.recv().await.unwrap() {
+            Inbound::Frame { link, delivered } => {
+                assert_eq!((link, delivered.envelopes), (old.id, vec![reply(99)]));
+            }
+            other => panic!("{other:?}"),
+        }
+        tokio::time::sleep(ACK_EVERY * 3).await;
+        assert_eq!(old.acked.load(Ordering::Relaxed), 0);
+        assert!(!old.is_closed(), "no byte came back");
+    }
+
+    /// The receiver reads the frames and never acknowledges them, as a link whose
+    /// acknowledgements vanish (a partition, a forgotten connection) looks to its sender.
+    #[tokio::test]
+    async fn a_link_whose_frames_go_unacknowledged_is_stalled_after_the_timeout() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let key = LinkKey::from_secret("cluster-secret-0123456789");
+        let receiver = async {
+            let (stream, _) = listener.accept().await.unwrap();
+            let (mut stream, _) = handshake(stream, &key, "n2").await.unwrap();
+            let mut sink = Vec::new();
+            let _ = stream.read_to_end(&mut sink).await;
+        };
+        let sender = async {
+            let mut link = dial(&addr, &key, "n1", "n2").await.unwrap();
+            let sent = Instant::now();
+            link.send(&encode_link_frame(&[reply(1)], SystemTime::now()).unwrap()).await.unwrap();
+            assert!(!link.is_stalled(), "just written");
+            assert!(until(ACK_TIMEOUT * 2, || link.is_stalled()).await, "stalled");
+            assert!(sent.elapsed() >= ACK_TIMEOUT, "not before the timeout: {:?}", sent.elapsed());
+            assert!(!link.is_closed(), "stalled, not closed");
+        };
+        tokio::select! {
+            () = sender => {}
+            () = receiver => panic!("the receiver stopped"),
+        }
+    }
+
+    #[test]
+    fn unacknowledged_frames_stall_a_link_only_once_the_oldest_is_the_timeout_old() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut u = Unacked::default();
+        assert!(!u.stalled(0, at(10_000)), "nothing written, nothing owed");
+        // Three frames in one run, one in another 1 s later.
+        u.wrote(at(0));
+        u.wrote(at(10));
+        u.wrote(at(20));
+        u.wrote(at(1_000));
+        assert_eq!(u.runs.len(), 2);
+        assert!(!u.stalled(0, at(2_999)));
+        assert!(u.stalled(0, at(3_000)), "the first run is the timeout old");
+        // Two of the first run's three read: its third is still owed.
+        assert!(u.stalled(2, at(3_000)));
+        // The first run read: the second is not yet the timeout old.
+        assert!(!u.stalled(3, at(3_000)));
+        assert!(!u.stalled(3, at(3_999)));
+        assert!(u.stalled(3, at(4_000)));
+        // All read: nothing is owed, however long after.
+        assert!(!u.stalled(4, at(60_000)));
+        assert!(u.runs.is_empty(), "what is acknowledged is forgotten");
+        // A busy link keeps one stamp per run, not one per frame.
+        for ms in 0..1_000 {
+            u.wrote(at(60_000 + ms));
+        }
+        assert!(u.runs.len() <= (1_000 / STAMP_EVERY.as_millis() + 1) as usize, "{} runs", u.runs.len());
+        assert!(!u.stalled(1_004, at(70_000)));
     }
 
     fn delivered(req: u64) -> Delivered {

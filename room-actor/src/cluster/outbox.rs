@@ -191,24 +191,38 @@ impl Route {
         if let Some(links) = self.links.clone() {
             self.ensure_link(&links).await;
             if let Some(link) = self.link.as_mut() {
-                // A write that failed or timed out while the receiver had not closed its
-                // side: frames written before it may still sit unread over there.
+                // A link given up while the receiver had not closed its side (a write
+                // failed or timed out, or what was written went unacknowledged): frames
+                // written on it may still sit unread over there, or come later.
                 let mut gave_up = false;
                 if !link.is_closed() {
-                    let framed = bus::encode_link_frame(envelopes, at)?;
-                    match tokio::time::timeout(link::WRITE_TIMEOUT, link.send(&framed)).await {
-                        Ok(Ok(())) => {
-                            if let Some((on_link, _)) = &self.sent {
-                                on_link.inc();
+                    if link.is_stalled() {
+                        warn!(
+                            node = %self.node,
+                            "peer link stalled: frames written {:?} ago are not acknowledged; this frame goes through Redis",
+                            link::ACK_TIMEOUT
+                        );
+                    } else {
+                        let framed = bus::encode_link_frame(envelopes, at)?;
+                        match tokio::time::timeout(link::WRITE_TIMEOUT, link.send(&framed)).await {
+                            Ok(Ok(())) => {
+                                if let Some((on_link, _)) = &self.sent {
+                                    on_link.inc();
+                                }
+                                return Ok(true);
                             }
-                            return Ok(true);
+                            Ok(Err(e)) => {
+                                warn!(node = %self.node, error = %e, "peer link broke; this frame goes through Redis")
+                            }
+                            Err(_) => {
+                                warn!(node = %self.node, "peer link write timed out; this frame goes through Redis")
+                            }
                         }
-                        Ok(Err(e)) => {
-                            warn!(node = %self.node, error = %e, "peer link broke; this frame goes through Redis")
-                        }
-                        Err(_) => warn!(node = %self.node, "peer link write timed out; this frame goes through Redis"),
                     }
                     gave_up = true;
+                }
+                if gave_up {
+                    links.metrics.bus_links_given_up.inc();
                 }
                 // The link is gone (its node stopped, or the write failed): through Redis
                 // until a new one is up. What was written on it and not read is lost, as
