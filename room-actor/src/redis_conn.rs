@@ -26,6 +26,30 @@ use tokio::sync::mpsc;
 /// How long connecting to a Redis, and waiting for one answer, may take.
 pub const TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long what a node sent to Redis may go unacknowledged by Redis's host before the
+/// kernel drops the connection (`TCP_USER_TIMEOUT`, Linux). A response timeout alone
+/// never drops a connection (the client keeps it, and every later command times out on
+/// it too), so a connection that died without closing (Redis's pod gone behind a stable
+/// Service address, a partition, a NAT that forgot it) would hold a node off Redis until
+/// TCP gave up, about 15 minutes later. A Redis that is only slow or paused still
+/// acknowledges at the TCP level, so this fires for a dead path only.
+pub const USER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The TCP settings of every connection to Redis: `TCP_NODELAY` (a small command is
+/// sent at once, never held back behind an unanswered one), keepalive (an idle
+/// connection whose peer is gone is found within about 5 + 3 × 2 s) and
+/// [`USER_TIMEOUT`].
+pub fn tcp_settings() -> redis::io::tcp::TcpSettings {
+    let keepalive = redis::io::tcp::socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(5))
+        .with_interval(Duration::from_secs(2))
+        .with_retries(3);
+    let settings = redis::io::tcp::TcpSettings::default().set_nodelay(true).set_keepalive(keepalive);
+    #[cfg(target_os = "linux")]
+    let settings = settings.set_user_timeout(USER_TIMEOUT);
+    settings
+}
+
 /// Where the node's Redis is.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RedisTarget {
@@ -98,7 +122,8 @@ impl RedisTarget {
             .connection_timeout(TIMEOUT)
             .response_timeout(TIMEOUT)
             .retries(3)
-            .max_retry_wait(500);
+            .max_retry_wait(500)
+            .tcp_settings(tcp_settings());
         if let Some(push) = push {
             builder = builder.use_protocol(redis::ProtocolVersion::RESP3).push_sender(push);
         }
@@ -116,7 +141,8 @@ impl RedisTarget {
                     .set_connection_timeout(TIMEOUT)
                     .set_response_timeout(TIMEOUT)
                     .set_number_of_retries(3)
-                    .set_max_delay(500);
+                    .set_max_delay(500)
+                    .set_tcp_settings(tcp_settings());
                 let conn = ConnectionManager::new_with_config(client, config).await.map_err(unavailable)?;
                 Ok(RedisConn::Single(conn))
             }
