@@ -9,11 +9,11 @@ use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::link_proxy::LinkProxy;
 use support::procs::{
     bus_publish_verb, connect, counter, create_room, get_json, metric, next_within, on_test_redis, redis_cli_target,
     room_on, send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
 };
+use support::tcp_proxy::Proxy;
 use tokio_tungstenite::tungstenite::Message;
 
 /// A node with a short lease whose ended rooms linger 2 s, on the tests' Redis (one Redis,
@@ -507,10 +507,8 @@ async fn a_peer_link_whose_frames_vanish_is_given_up_and_play_goes_on() {
     let _serial = SERIAL.lock().await;
     let prefix = prefix();
     let ports = [support::procs::free_port(), support::procs::free_port()];
-    let proxies = [
-        LinkProxy::start(format!("127.0.0.1:{}", ports[0])).await,
-        LinkProxy::start(format!("127.0.0.1:{}", ports[1])).await,
-    ];
+    let proxies =
+        [Proxy::start(format!("127.0.0.1:{}", ports[0])).await, Proxy::start(format!("127.0.0.1:{}", ports[1])).await];
     let behind = |id: &str, i: usize| {
         Proc::spawn(
             id,
@@ -538,7 +536,7 @@ async fn a_peer_link_whose_frames_vanish_is_given_up_and_play_goes_on() {
         assert!(counter(&http, n, by_link).await >= 3.0, "{} sent on its link", n.id);
         assert_eq!(counter(&http, n, given_up).await, 0.0, "{}", n.id);
     }
-    let holed: usize = proxies.iter().map(LinkProxy::black_hole).sum();
+    let holed: usize = proxies.iter().map(Proxy::black_hole).sum();
     assert!(holed >= 2, "both links go through the proxies ({holed} connections holed)");
     let on_links_at_cut = counter(&http, &nodes[0], by_link).await;
     // Alice resends the same action while she hears nothing back, as a client does.
@@ -563,6 +561,54 @@ async fn a_peer_link_whose_frames_vanish_is_given_up_and_play_goes_on() {
         cs += 1;
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A node's subscription to its bus channel only reads, so a connection that dies
+/// without closing (Redis's host gone behind a stable address, a partition) would leave it
+/// deaf to every frame sent through Redis, while Redis may still count it as subscribed
+/// (so no node finds it dead). The node pings on that connection; unanswered, it
+/// subscribes again on a new connection, and its players' answers come through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bus_subscription_that_goes_silent_is_replaced_and_play_goes_on() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let url = support::procs::redis_url();
+    let redis_at = url.trim_start_matches("redis://").split('/').next().unwrap().to_owned();
+    let proxy = Proxy::start(redis_at).await;
+    // Peer links off: every frame between the nodes goes through Redis pub/sub. sb reaches
+    // Redis through the proxy.
+    let settings =
+        |id: &str, url: &str| Settings::cluster(id, &prefix, url).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", "");
+    // (The proxy runs on this test's runtime: a node starting through it must not block it.)
+    let nodes = tokio::task::block_in_place(|| {
+        [
+            Proc::spawn("sa", settings("sa", &url)),
+            Proc::spawn("sb", settings("sb", &format!("redis://{}/", proxy.addr))),
+        ]
+    });
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    let (_, alice) = token(&http, &nodes[0], "alice").await;
+    let (_, bob) = token(&http, &nodes[1], "bob").await;
+    let room = room_on(&http, &nodes[0], &alice, &[(&nodes[1], &bob)], "sa", json!(null), 40).await;
+    // Bob on sb plays sa's room: his acks come back on sb's subscription.
+    let mut b = connect(&nodes[1], &bob).await;
+    bump(&mut b, &room, 1, 3).await;
+    let holed = proxy.black_hole_where(|opening| support::tcp_proxy::holds(opening, "SUBSCRIBE"));
+    assert_eq!(holed, 1, "sb's one subscription goes silent");
+    // Bob resends the same action while he hears nothing back, as a client does.
+    let cs = 4;
+    let started = tokio::time::Instant::now();
+    let ack = loop {
+        send(&mut b, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        if let Some(ack) = next_where(&mut b, 4, |v| v["t"] == "ack" && v["room"] == room).await {
+            break ack;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no ack within 30 s of the subscription going silent");
+    };
+    assert_eq!((ack["cs"].as_u64(), ack["seq"].as_u64()), (Some(cs), Some(cs)), "{ack}");
+    // And the new subscription keeps working.
+    bump(&mut b, &room, cs + 1, 2).await;
 }
 
 #[tokio::test]

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::fault_play::{check_logs, longest_gap, play, wait_all_ack_after, Player, Seen};
-use support::link_proxy::LinkProxy;
 use support::procs::{free_port, guest, tally_room, until_sees, OwnRedis, Proc, Ws};
+use support::tcp_proxy::Proxy;
 use tokio_tungstenite::tungstenite::Message;
 
 /// These tests start several processes each: one at a time.
@@ -115,7 +115,7 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
     let mut link_env = Vec::new();
     for _ in 0..3 {
         let port = free_port();
-        let proxy = LinkProxy::start(format!("127.0.0.1:{port}")).await;
+        let proxy = Proxy::start(format!("127.0.0.1:{port}")).await;
         link_env.push([format!("127.0.0.1:{port}"), proxy.addr.clone()]);
         proxies.push(proxy);
     }

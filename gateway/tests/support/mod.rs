@@ -21,9 +21,9 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 pub mod fault_play;
-pub mod link_proxy;
 pub mod procs;
 pub mod redis_cluster;
+pub mod tcp_proxy;
 
 /// How long any single wait for a message or condition may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(15);

@@ -1,6 +1,6 @@
-//! A TCP proxy in front of a node's peer-link port, so a test can make the links through
-//! it die without closing: what a partition between two nodes that both still reach
-//! Redis, or a firewall that forgets a connection, looks like to them.
+//! A TCP proxy in front of a node's peer-link port or its Redis, so a test can make the
+//! connections through it die without closing: what a partition, a host gone behind a
+//! stable address, or a firewall that forgets a connection looks like to both ends.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -9,42 +9,60 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-pub struct LinkProxy {
-    /// Where to dial the node through the proxy (its `ROOMD__CLUSTER__PEER_ADVERTISE`).
+/// How much of what a client sends first a connection keeps, for [`Proxy::black_hole_where`].
+const OPENING: usize = 4096;
+
+/// One connection through the proxy.
+struct Conn {
+    /// Set: it passes nothing either way.
+    hole: Arc<AtomicBool>,
+    /// The first bytes its client sent.
+    opening: Arc<Mutex<Vec<u8>>>,
+}
+
+pub struct Proxy {
+    /// Where to connect through the proxy (a node's `ROOMD__CLUSTER__PEER_ADVERTISE`, or
+    /// the host and port of its `ROOMD__REDIS__URL`).
     pub addr: String,
-    /// One flag per connection taken so far: set, it passes nothing.
-    holes: Arc<Mutex<Vec<Arc<AtomicBool>>>>,
+    conns: Arc<Mutex<Vec<Conn>>>,
     accepting: JoinHandle<()>,
 }
 
-impl LinkProxy {
+impl Proxy {
     /// Listens on a free loopback port and forwards each connection to `upstream`.
-    pub async fn start(upstream: String) -> LinkProxy {
+    pub async fn start(upstream: String) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let holes: Arc<Mutex<Vec<Arc<AtomicBool>>>> = Arc::default();
-        let taken = holes.clone();
+        let conns: Arc<Mutex<Vec<Conn>>> = Arc::default();
+        let taken = conns.clone();
         let accepting = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = TcpStream::connect(&upstream).await else { continue };
-                let hole = Arc::new(AtomicBool::new(false));
-                taken.lock().unwrap().push(hole.clone());
+                let _ = (client.set_nodelay(true), server.set_nodelay(true));
+                let conn = Conn { hole: Arc::default(), opening: Arc::default() };
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
-                tokio::spawn(pump(client_read, server_write, hole.clone()));
-                tokio::spawn(pump(server_read, client_write, hole));
+                tokio::spawn(pump(client_read, server_write, conn.hole.clone(), Some(conn.opening.clone())));
+                tokio::spawn(pump(server_read, client_write, conn.hole.clone(), None));
+                taken.lock().unwrap().push(conn);
             }
         });
-        LinkProxy { addr, holes, accepting }
+        Proxy { addr, conns, accepting }
     }
 
     /// From now on the connections open now pass nothing either way, and never close;
     /// connections made later pass as before. How many it holed.
     pub fn black_hole(&self) -> usize {
-        let holes = self.holes.lock().unwrap();
+        self.black_hole_where(|_| true)
+    }
+
+    /// [`Proxy::black_hole`] for the open connections whose client's first bytes satisfy
+    /// `opened`.
+    pub fn black_hole_where(&self, opened: impl Fn(&[u8]) -> bool) -> usize {
+        let conns = self.conns.lock().unwrap();
         let mut holed = 0;
-        for hole in holes.iter() {
-            if !hole.swap(true, Ordering::Relaxed) {
+        for conn in conns.iter() {
+            if opened(&conn.opening.lock().unwrap()) && !conn.hole.swap(true, Ordering::Relaxed) {
                 holed += 1;
             }
         }
@@ -52,15 +70,20 @@ impl LinkProxy {
     }
 }
 
-impl Drop for LinkProxy {
+impl Drop for Proxy {
     fn drop(&mut self) {
         self.accepting.abort();
     }
 }
 
-/// Copies `from` to `to` until `from` ends (then ends `to`), or, once `hole` is set,
-/// swallows what comes and keeps both ends open.
-async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, hole: Arc<AtomicBool>) {
+/// Copies `from` to `to` until `from` ends (then ends `to`), keeping the first bytes in
+/// `opening`; once `hole` is set, swallows what comes and keeps both ends open.
+async fn pump(
+    mut from: OwnedReadHalf,
+    mut to: OwnedWriteHalf,
+    hole: Arc<AtomicBool>,
+    opening: Option<Arc<Mutex<Vec<u8>>>>,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = from.read(&mut buf).await.unwrap_or(0);
@@ -71,8 +94,18 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, hole: Arc<AtomicB
             }
             continue;
         }
+        if let Some(opening) = &opening {
+            let mut opening = opening.lock().unwrap();
+            let room = OPENING.saturating_sub(opening.len()).min(n);
+            opening.extend_from_slice(&buf[..room]);
+        }
         if n == 0 || to.write_all(&buf[..n]).await.is_err() {
             return;
         }
     }
+}
+
+/// Whether a client's first bytes hold `needle` (a Redis command name, say).
+pub fn holds(opening: &[u8], needle: &str) -> bool {
+    opening.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
 }

@@ -290,6 +290,14 @@ pub fn subscribe(
                     backoff = Duration::from_millis(50);
                     warn!(node = %node, "bus subscription lost; resubscribing");
                 }
+                Ok(Listened::Silent) => {
+                    backoff = Duration::from_millis(50);
+                    warn!(
+                        node = %node,
+                        "bus subscription silent: no answer to a ping within {:?}; resubscribing on a new connection",
+                        crate::redis_conn::TIMEOUT
+                    );
+                }
                 Err(e) => warn!(node = %node, error = %e, "bus subscribe failed; retrying"),
             }
             if tx.is_closed() {
@@ -308,7 +316,17 @@ enum Listened {
     Stopped,
     /// The connection went away after it was subscribed.
     Lost,
+    /// The connection stopped answering (see [`PING_EVERY`]).
+    Silent,
 }
+
+/// How often a node pings Redis on its subscription's connection (one Redis). A
+/// subscription only reads, so a connection that died without closing (Redis's host gone
+/// behind a stable address, a partition, a NAT that forgot it) would leave the node deaf
+/// to every frame sent through Redis until TCP gave up, many minutes later, while Redis
+/// may still count it as subscribed. A ping unanswered within the Redis timeout (2 s)
+/// ends the subscription, and the node subscribes again on a new connection.
+pub const PING_EVERY: Duration = Duration::from_secs(1);
 
 fn forward(bytes: &[u8], tx: &mpsc::UnboundedSender<Delivered>, metrics: &RoomMetrics) -> bool {
     match accept_frame(bytes, metrics) {
@@ -327,13 +345,34 @@ async fn listen(
     crate::redis_conn::install_tls_provider(url.starts_with("rediss://"));
     let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
     pubsub.subscribe(channel).await?;
-    let mut messages = pubsub.on_message();
-    while let Some(msg) = messages.next().await {
-        if !forward(msg.get_payload_bytes(), tx, metrics) {
-            return Ok(Listened::Stopped);
+    let (mut sink, mut messages) = pubsub.split();
+    // The pings go on a task of their own, so the messages are read while one waits.
+    let (silent, mut went_silent) = tokio::sync::oneshot::channel::<()>();
+    let pinger = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(PING_EVERY).await;
+            let answered = tokio::time::timeout(crate::redis_conn::TIMEOUT, sink.ping::<Value>()).await;
+            if !matches!(answered, Ok(Ok(_))) {
+                let _ = silent.send(());
+                return;
+            }
         }
-    }
-    Ok(Listened::Lost)
+    });
+    let ended = loop {
+        tokio::select! {
+            msg = messages.next() => match msg {
+                Some(msg) => {
+                    if !forward(msg.get_payload_bytes(), tx, metrics) {
+                        break Listened::Stopped;
+                    }
+                }
+                None => break Listened::Lost,
+            },
+            _ = &mut went_silent => break Listened::Silent,
+        }
+    };
+    pinger.abort();
+    Ok(ended)
 }
 
 /// `SSUBSCRIBE` through a cluster connection of its own (RESP3 pushes). The connection
