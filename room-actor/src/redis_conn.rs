@@ -8,7 +8,8 @@
 //! node). Nothing roomd runs needs two slots at once. The bus uses sharded pub/sub on a
 //! cluster (`SPUBLISH`/`SSUBSCRIBE`, `bus.rs`), so a frame goes to one shard only.
 //!
-//! Both connections reconnect by themselves; the cluster one also follows `MOVED`/`ASK`
+//! Both connections reconnect by themselves once their socket is dropped ([`tcp_settings`]:
+//! also one that died without closing); the cluster one also follows `MOVED`/`ASK`
 //! and refreshes its slot map after a failover or a resharding. Every wait is bounded by
 //! the timeouts below: a call fails with an error rather than hangs.
 
