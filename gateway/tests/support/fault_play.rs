@@ -190,14 +190,14 @@ pub async fn wait_all_ack_after(seen: &Arc<Mutex<Seen>>, after: Instant, within:
 }
 
 /// The longest time any room went without an acknowledgement, over gaps that end after
-/// `since` (the fault's start).
-pub fn longest_gap(seen: &Arc<Mutex<Seen>>, since: Instant) -> Duration {
+/// `since` (the fault's start), and that room.
+pub fn longest_gap(seen: &Arc<Mutex<Seen>>, since: Instant) -> (Duration, usize) {
     let seen = seen.lock().unwrap();
-    let mut longest = Duration::ZERO;
-    for times in &seen.ack_times {
+    let mut longest = (Duration::ZERO, 0);
+    for (room, times) in seen.ack_times.iter().enumerate() {
         for pair in times.windows(2) {
-            if pair[1] > since {
-                longest = longest.max(pair[1] - pair[0]);
+            if pair[1] > since && pair[1] - pair[0] > longest.0 {
+                longest = (pair[1] - pair[0], room);
             }
         }
     }
