@@ -343,8 +343,20 @@ async fn listen(
     metrics: &RoomMetrics,
 ) -> redis::RedisResult<Listened> {
     crate::redis_conn::install_tls_provider(url.starts_with("rediss://"));
-    let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
-    pubsub.subscribe(channel).await?;
+    // Bounded like every other wait on Redis: a connection that cannot be made, or a
+    // subscription never confirmed, is retried rather than waited on.
+    let subscribed = tokio::time::timeout(crate::redis_conn::TIMEOUT, async {
+        let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
+        pubsub.subscribe(channel).await?;
+        redis::RedisResult::Ok(pubsub)
+    })
+    .await;
+    let pubsub = subscribed.map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no subscription within {:?}", crate::redis_conn::TIMEOUT),
+        )
+    })??;
     let (mut sink, mut messages) = pubsub.split();
     // The pings go on a task of their own, so the messages are read while one waits.
     let (silent, mut went_silent) = tokio::sync::oneshot::channel::<()>();
