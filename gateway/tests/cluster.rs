@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use support::procs::{
     bus_publish_verb, connect, counter, create_room, get_json, metric, next_within, on_test_redis, redis_cli_target,
-    room_on, send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
+    resend_until_acked, room_on, send, start_tally, tls_files, token, until_all_see, OwnRedis, Proc, Settings, Ws,
 };
 use support::tcp_proxy::Proxy;
 use tokio_tungstenite::tungstenite::Message;
@@ -541,14 +541,9 @@ async fn a_peer_link_whose_frames_vanish_is_given_up_and_play_goes_on() {
     let on_links_at_cut = counter(&http, &nodes[0], by_link).await;
     // Alice resends the same action while she hears nothing back, as a client does.
     let cs = 4;
-    let started = tokio::time::Instant::now();
-    let ack = loop {
-        send(&mut a, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
-        if let Some(ack) = next_where(&mut a, 4, |v| v["t"] == "ack" && v["room"] == room).await {
-            break ack;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "no ack within 30 s of the links dying");
-    };
+    let ack = resend_until_acked(&mut a, &room, cs, Duration::from_secs(4), Duration::from_secs(30))
+        .await
+        .expect("an ack within 30 s of the links dying");
     assert_eq!((ack["cs"].as_u64(), ack["seq"].as_u64()), (Some(cs), Some(cs)), "{ack}");
     let gave_up = counter(&http, &nodes[0], given_up).await + counter(&http, &nodes[1], given_up).await;
     assert!(gave_up >= 1.0, "a sender gave a dead link up: {gave_up}");
@@ -598,14 +593,9 @@ async fn a_bus_subscription_that_goes_silent_is_replaced_and_play_goes_on() {
     assert_eq!(holed, 1, "sb's one subscription goes silent");
     // Bob resends the same action while he hears nothing back, as a client does.
     let cs = 4;
-    let started = tokio::time::Instant::now();
-    let ack = loop {
-        send(&mut b, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
-        if let Some(ack) = next_where(&mut b, 4, |v| v["t"] == "ack" && v["room"] == room).await {
-            break ack;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "no ack within 30 s of the subscription going silent");
-    };
+    let ack = resend_until_acked(&mut b, &room, cs, Duration::from_secs(4), Duration::from_secs(30))
+        .await
+        .expect("an ack within 30 s of the subscription going silent");
     assert_eq!((ack["cs"].as_u64(), ack["seq"].as_u64()), (Some(cs), Some(cs)), "{ack}");
     // And the new subscription keeps working.
     bump(&mut b, &room, cs + 1, 2).await;

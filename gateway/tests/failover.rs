@@ -54,16 +54,9 @@ async fn next_where(ws: &mut Ws, ms: u64, pred: impl Fn(&Value) -> bool) -> Opti
     next_within(ws, Duration::from_millis(ms), pred).await
 }
 
-/// Sends `cs` (a bump) every 100 ms until it is acknowledged; (ack, ms waited).
+/// Sends `cs` (a bump) every 100 ms until it is acknowledged: the ack.
 async fn bump_until_acked(ws: &mut Ws, room: &str, cs: u64, within: Duration) -> Option<Value> {
-    let deadline = tokio::time::Instant::now() + within;
-    while tokio::time::Instant::now() < deadline {
-        send(ws, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
-        if let Some(ack) = next_where(ws, 100, |v| v["t"] == "ack" && v["cs"] == cs).await {
-            return Some(ack);
-        }
-    }
-    None
+    support::procs::resend_until_acked(ws, room, cs, Duration::from_millis(100), within).await
 }
 
 fn median_max(mut ms: Vec<u128>) -> (u128, u128) {

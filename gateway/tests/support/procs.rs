@@ -509,6 +509,19 @@ pub async fn next_within(ws: &mut Ws, within: Duration, pred: impl Fn(&Value) ->
     }
 }
 
+/// Sends bump `cs` to `room` every `every` until its ack comes, as a client resends an
+/// action it got no answer to, for at most `within`: the ack.
+pub async fn resend_until_acked(ws: &mut Ws, room: &str, cs: u64, every: Duration, within: Duration) -> Option<Value> {
+    let deadline = tokio::time::Instant::now() + within;
+    while tokio::time::Instant::now() < deadline {
+        send(ws, json!({"t": "act", "room": room, "cs": cs, "a": {"type": "bump"}})).await;
+        if let Some(ack) = next_within(ws, every, |v| v["t"] == "ack" && v["room"] == room && v["cs"] == cs).await {
+            return Some(ack);
+        }
+    }
+    None
+}
+
 /// Creates a tally room through `via` (`target`: its option), seats each of `others`
 /// through their node and starts it: `(roomId, owner node)`.
 pub async fn start_tally(

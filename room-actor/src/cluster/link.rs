@@ -646,6 +646,15 @@ mod tests {
         (addr, rx, m)
     }
 
+    /// Waits until `done` holds, for at most `within`.
+    async fn until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
+        let deadline = Instant::now() + within;
+        while !done() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        done()
+    }
+
     #[tokio::test]
     async fn frames_cross_a_link_in_order_and_its_close_follows_them() {
         let (addr, mut rx, _) = listening("cluster-secret-0123456789", "n2").await;
@@ -721,10 +730,7 @@ mod tests {
         let mut rest = Vec::new();
         let _ = junk.read_to_end(&mut rest).await;
         // The listener counts a refusal after it has closed the socket.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while m.bus_links_refused.get() < 3 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until(Duration::from_secs(5), || m.bus_links_refused.get() >= 3).await;
         assert_eq!(m.bus_links_refused.get(), 3, "wrong secret, wrong node, junk");
         assert!(rx.try_recv().is_err(), "nothing reached the node");
         assert!(rogue_rx.try_recv().is_err(), "nothing reached the rogue");
@@ -747,20 +753,7 @@ mod tests {
         assert!(!link.is_closed());
         // The listening node stopped (its sockets close with it).
         drop(stream);
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !link.is_closed() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert!(link.is_closed());
-    }
-
-    /// Waits until `done` holds, for at most `within`.
-    async fn until(within: Duration, mut done: impl FnMut() -> bool) -> bool {
-        let deadline = Instant::now() + within;
-        while !done() && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        done()
+        assert!(until(Duration::from_secs(5), || link.is_closed()).await);
     }
 
     #[tokio::test]

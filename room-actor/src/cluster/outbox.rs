@@ -221,9 +221,6 @@ impl Route {
                     }
                     gave_up = true;
                 }
-                if gave_up {
-                    links.metrics.bus_links_given_up.inc();
-                }
                 // The link is gone (its node stopped, or the write failed): through Redis
                 // until a new one is up. What was written on it and not read is lost, as
                 // a pub/sub message is when a subscription drops, and never comes after
@@ -233,6 +230,7 @@ impl Route {
                 self.link = None;
                 self.retry_at = Instant::now() + link::RETRY_AFTER;
                 if gave_up {
+                    links.metrics.bus_links_given_up.inc();
                     let mark = [Envelope::Unlink { from: links.me.clone(), link: id }];
                     if let Err(e) = self.publisher.send_on(&self.channel, &mark, SystemTime::now()).await {
                         warn!(node = %self.node, error = %e, "a given-up peer link's mark was not published");
