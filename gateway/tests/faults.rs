@@ -258,11 +258,7 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
             // next such run can be read rather than guessed at.
             println!("  slow: room {slowest} ({}) went {:.1} s without an ack", room_ids[slowest], gap.as_secs_f64());
             for node in &nodes {
-                let log = node.log.lock().unwrap();
-                let tail: Vec<&str> = log.lines().rev().take(12).collect();
-                for line in tail.iter().rev() {
-                    println!("    {}: {line}", node.id);
-                }
+                print!("{}", node.log_tail(12));
             }
         }
         let problems = check_logs(&store, &pks, &seen).await;

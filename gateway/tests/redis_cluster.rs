@@ -12,6 +12,8 @@
 //!   is lost or applied twice;
 //! - a busy room's slot, and a node's bus channel slot, moved to another master
 //!   mid-game: play goes on;
+//! - the master of a node's bus channel hung (SIGSTOP: open connections that answer
+//!   nothing) and failed over to its replica: the node hears its channel again;
 //! - a TLS-only Redis Cluster (`rediss://` seeds, TLS cluster bus and replication), its
 //!   CA given with `SSL_CERT_FILE`;
 //! - both `ROOMD__REDIS__URL` and `ROOMD__REDIS__CLUSTER_URLS` set: a clear start-up error.
@@ -106,6 +108,26 @@ impl Table {
             *counts.entry(user.clone()).or_insert(0) += 1;
         }
         counts
+    }
+
+    /// Waits until every player has been acknowledged another action; fails naming the
+    /// silent ones after `within`. Every player, not only every room: a node's bus channel
+    /// carries what its own players hear from rooms owned elsewhere.
+    async fn every_player_acked_again(&self, nodes: &[&Proc], within: Duration, after: &str) {
+        let before = self.acks_by_player();
+        let deadline = Instant::now() + within;
+        loop {
+            let now = self.acks_by_player();
+            let silent: Vec<&String> = before.iter().filter(|(u, n)| now.get(*u) <= Some(n)).map(|(u, _)| u).collect();
+            if silent.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                let logs: String = nodes.iter().map(|node| node.log_tail(25)).collect();
+                panic!("players silent {within:?} after {after}: {silent:?}; the nodes said:\n{logs}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     fn acks_of(&self, room: usize, from: Instant, to: Instant) -> usize {
@@ -205,20 +227,52 @@ async fn a_busy_rooms_slot_and_a_nodes_bus_channel_moved_to_another_master_play_
         let to = cluster.nodes().into_iter().find(|n| n.master && !n.failed && n.port != from.port).unwrap();
         tokio::task::block_in_place(|| cluster.move_slot(slot, to.port));
         assert_eq!(cluster.shard_of(slot).0.port, to.port, "slot {slot} of {key} moved");
-        let before = table.acks_by_player();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        // Every player, not only every room: a node's bus channel carries what its own
-        // players hear from rooms owned elsewhere.
-        loop {
-            let now = table.acks_by_player();
-            let silent: Vec<&String> = before.iter().filter(|(u, n)| now.get(*u) <= Some(n)).map(|(u, _)| u).collect();
-            if silent.is_empty() {
-                break;
-            }
-            assert!(Instant::now() < deadline, "players silent after the slot of {key} moved: {silent:?}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        table
+            .every_player_acked_again(
+                &[&nodes[0], &nodes[1]],
+                Duration::from_secs(30),
+                &format!("the slot of {key} moved"),
+            )
+            .await;
     }
+    let store = cluster_store(&cluster, &prefix).await;
+    table.finish(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_hung_redis_master_is_failed_over_and_its_rooms_and_the_bus_channel_it_served_play_on() {
+    let _serial = SERIAL.lock().await;
+    let cluster = tokio::task::block_in_place(OwnRedisCluster::start);
+    let prefix = prefix("rh");
+    let seeds = cluster.seeds();
+    // Frames between the nodes through sharded pub/sub (no peer links), so ha's bus
+    // channel carries every frame it hears from rooms owned by hb.
+    let (nodes, http) = two_nodes(["ha", "hb"], &prefix, &seeds, &[("ROOMD__CLUSTER__PEER_LISTEN", "")]).await;
+    let table = seat_players(&http, &[&nodes[0], &nodes[1]], 6).await;
+    wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
+
+    // The master of ha's bus channel hangs (SIGSTOP: a stuck process, a paused VM). Its
+    // connections stay open and answer nothing, so no client sees an error; the cluster
+    // promotes its replica. ha must then hear the frames sent to it through the new
+    // master, and every room on that shard must append there.
+    let slot = cluster.slot(&format!("{prefix}:bus:ha"));
+    let (master, replica) = cluster.shard_of(slot);
+    let replica = replica.expect("the shard has a replica");
+    cluster.signal(master.port, "STOP");
+    tokio::task::block_in_place(|| cluster.wait_master(replica.port, Duration::from_secs(30)));
+    table
+        .every_player_acked_again(
+            &[&nodes[0], &nodes[1]],
+            Duration::from_secs(30),
+            "the bus channel's master hung and was failed over",
+        )
+        .await;
+
+    // The old master wakes up as the new one's replica; play goes on and every log
+    // agrees with what was acknowledged.
+    cluster.signal(master.port, "CONT");
+    tokio::task::block_in_place(|| cluster.wait_healthy(Duration::from_secs(30)));
+    table.every_player_acked_again(&[&nodes[0], &nodes[1]], Duration::from_secs(30), "the old master came back").await;
     let store = cluster_store(&cluster, &prefix).await;
     table.finish(&store).await;
 }

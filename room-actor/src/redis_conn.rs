@@ -10,8 +10,9 @@
 //!
 //! Both connections reconnect by themselves once their socket is dropped ([`tcp_settings`]:
 //! also one that died without closing); the cluster one also follows `MOVED`/`ASK`
-//! and refreshes its slot map after a failover or a resharding. Every wait is bounded by
-//! the timeouts below: a call fails with an error rather than hangs.
+//! and refreshes its slot map after a failover or a resharding, and replaces itself when
+//! a master hangs ([`ClusterConn`]). Every wait is bounded by the timeouts below: a call
+//! fails with an error rather than hangs.
 
 use crate::error::StoreError;
 use futures_util::future::try_join_all;
@@ -19,9 +20,10 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::ThreadId;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 /// How long connecting to a Redis, and waiting for one answer, may take.
@@ -149,8 +151,7 @@ impl RedisTarget {
             }
             RedisTarget::Cluster(seeds) => {
                 let client = RedisTarget::cluster_client(seeds, None).map_err(unavailable)?;
-                let conn = client.get_async_connection().await.map_err(unavailable)?;
-                Ok(RedisConn::Cluster(conn))
+                Ok(RedisConn::Cluster(ClusterConn::connect(client).await.map_err(unavailable)?))
             }
         }
     }
@@ -168,7 +169,98 @@ pub(crate) fn install_tls_provider(tls: bool) {
 #[derive(Clone)]
 pub enum RedisConn {
     Single(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(ClusterConn),
+}
+
+/// A Redis Cluster connection that replaces itself when a request times out or finds
+/// the connection gone.
+///
+/// The cluster client reconnects to a master whose socket closed, and follows `MOVED`
+/// after a failover or a resharding, but a master that hangs (a stuck process, a process
+/// stopped) keeps its sockets open and answers nothing: the client retries a timed-out
+/// request on the same socket and keeps its slot map, so every request for that
+/// master's slots times out even after its replica has been promoted, until the old
+/// master wakes up. A new connection asks the cluster for its slot map again and finds
+/// the promoted replica. All clones share the replacement.
+#[derive(Clone)]
+pub struct ClusterConn(Arc<ClusterShared>);
+
+struct ClusterShared {
+    client: ClusterClient,
+    current: RwLock<Arc<Generation>>,
+    /// A replacement is being made (one at a time).
+    replacing: AtomicBool,
+}
+
+/// How long making a replacement [`ClusterConn`] connection may take.
+const REPLACE_WITHIN: Duration = Duration::from_secs(6);
+
+/// One connection of a [`ClusterConn`] and when it was made.
+struct Generation {
+    conn: ClusterConnection,
+    number: u64,
+    made: Instant,
+}
+
+impl ClusterConn {
+    async fn connect(client: ClusterClient) -> RedisResult<ClusterConn> {
+        let conn = client.get_async_connection().await?;
+        let first = Arc::new(Generation { conn, number: 0, made: Instant::now() });
+        Ok(ClusterConn(Arc::new(ClusterShared {
+            client,
+            current: RwLock::new(first),
+            replacing: AtomicBool::new(false),
+        })))
+    }
+
+    fn current(&self) -> Arc<Generation> {
+        self.0.current.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// How many times the connection has been replaced.
+    pub fn replacements(&self) -> u64 {
+        self.current().number
+    }
+
+    /// After `error` on `used`: replaces the connection (on a task of its own, so the
+    /// error returns at once) if the error says it may be stuck or gone, `used` is
+    /// still the current one, and `used` has had [`TIMEOUT`] to prove itself (a master
+    /// that hangs until its replica is promoted gets one new connection per timeout,
+    /// not one per request).
+    fn after_error(&self, used: &Generation, error: &redis::RedisError) {
+        if !(error.is_timeout() || error.is_connection_dropped()) {
+            return;
+        }
+        if used.made.elapsed() < TIMEOUT || self.current().number != used.number {
+            return;
+        }
+        if self.0.replacing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let shared = self.0.clone();
+        let number = used.number + 1;
+        let why = error.to_string();
+        tokio::spawn(async move {
+            // Connecting asks every seed (the hung master among them, which takes its
+            // whole connection timeout to give up on) and then reads the slot map.
+            match tokio::time::timeout(REPLACE_WITHIN, shared.client.get_async_connection()).await {
+                Ok(Ok(conn)) => {
+                    let next = Arc::new(Generation { conn, number, made: Instant::now() });
+                    *shared.current.write().unwrap_or_else(PoisonError::into_inner) = next;
+                    tracing::warn!(
+                        error = %why,
+                        replacements = number,
+                        "Redis Cluster connection replaced (a master may hang; the new one reads the slot map again)"
+                    );
+                }
+                Ok(Err(e)) => tracing::warn!(error = %e, after = %why, "replacing the Redis Cluster connection failed"),
+                Err(_) => {
+                    tracing::warn!(after = %why, "replacing the Redis Cluster connection timed out after {REPLACE_WITHIN:?}")
+                }
+            }
+            shared.replacing.store(false, Ordering::Release);
+        });
+    }
 }
 
 impl RedisConn {
@@ -249,8 +341,41 @@ impl ConnectionLike for RedisConn {
     fn get_db(&self) -> i64 {
         match self {
             RedisConn::Single(conn) => conn.get_db(),
-            RedisConn::Cluster(conn) => conn.get_db(),
+            RedisConn::Cluster(_) => 0,
         }
+    }
+}
+
+impl ConnectionLike for ClusterConn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let used = self.current();
+            let answer = used.conn.clone().req_packed_command(cmd).await;
+            if let Err(e) = &answer {
+                self.after_error(&used, e);
+            }
+            answer
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let used = self.current();
+            let answer = used.conn.clone().req_packed_commands(pipeline, offset, count).await;
+            if let Err(e) = &answer {
+                self.after_error(&used, e);
+            }
+            answer
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        0
     }
 }
 

@@ -258,6 +258,14 @@ impl Proc {
         self.base.replace("http://", "ws://")
     }
 
+    /// The last `n` lines the process printed, each prefixed with its id: what a failure
+    /// shows, so that a slow or failed recovery can be read rather than guessed at.
+    pub fn log_tail(&self, n: usize) -> String {
+        let log = self.log.lock().unwrap();
+        let tail: Vec<&str> = log.lines().rev().take(n).collect();
+        tail.iter().rev().map(|line| format!("    {}: {line}\n", self.id)).collect()
+    }
+
     pub fn addr(&self) -> SocketAddr {
         self.base.trim_start_matches("http://").parse().unwrap()
     }

@@ -6,12 +6,16 @@
 use super::procs::free_port;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// One process of the cluster.
 struct Member {
     port: u16,
     child: Option<Child>,
+    /// SIGSTOPped: it takes connections (the kernel's backlog) and answers nothing, so
+    /// nothing here asks it anything until it is continued.
+    stopped: AtomicBool,
 }
 
 pub struct OwnRedisCluster {
@@ -79,7 +83,7 @@ impl OwnRedisCluster {
         let mut cluster = OwnRedisCluster { members: Vec::new(), dir, tls };
         for _ in 0..6 {
             let port = free_port();
-            cluster.members.push(Member { port, child: None });
+            cluster.members.push(Member { port, child: None, stopped: AtomicBool::new(false) });
             cluster.up(port);
         }
         let mut create = Command::new("redis-cli");
@@ -129,6 +133,7 @@ impl OwnRedisCluster {
             .expect("redis-server is installed (./scripts/test installs it)");
         let member = self.members.iter_mut().find(|m| m.port == port).expect("a member of this cluster");
         member.child = Some(child);
+        member.stopped.store(false, Ordering::Relaxed);
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
             assert!(Instant::now() < deadline, "redis-server did not start on {port}");
@@ -152,7 +157,11 @@ impl OwnRedisCluster {
     }
 
     fn live_ports(&self) -> Vec<u16> {
-        self.members.iter().filter(|m| m.child.is_some()).map(|m| m.port).collect()
+        self.members
+            .iter()
+            .filter(|m| m.child.is_some() && !m.stopped.load(Ordering::Relaxed))
+            .map(|m| m.port)
+            .collect()
     }
 
     /// `CLUSTER NODES` as a live member sees it.
@@ -208,10 +217,17 @@ impl OwnRedisCluster {
         (master, replica)
     }
 
+    /// `kill -sig` to the member on `port`; while it is stopped (`STOP` until `CONT`) the
+    /// helpers here ask the other members only.
     pub fn signal(&self, port: u16, sig: &str) {
         let member = self.members.iter().find(|m| m.port == port).expect("a member");
         let child = member.child.as_ref().expect("running");
         assert!(kill_pid(child.id(), sig), "kill -{sig} redis {port}");
+        match sig {
+            "STOP" => member.stopped.store(true, Ordering::Relaxed),
+            "CONT" => member.stopped.store(false, Ordering::Relaxed),
+            _ => {}
+        }
     }
 
     /// SIGKILL, reaped.

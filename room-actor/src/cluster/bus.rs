@@ -264,7 +264,11 @@ pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
 
 /// How often a cluster node asserts its sharded subscription again (`SSUBSCRIBE` is
 /// idempotent): this is what finds the channel's new master after a failover or a
-/// resharding when no frame would otherwise touch that shard.
+/// resharding when no frame would otherwise touch that shard. It is also the
+/// subscription's ping: one that times out means the channel's master hangs (its
+/// sockets open, nothing answered), and the cluster client would go on asking it, so
+/// the node subscribes again through a new client, which reads the slot map afresh and
+/// finds the promoted replica.
 pub const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(250);
 
 /// Subscribes to this node's channel and forwards decoded envelopes, resubscribing with
@@ -294,7 +298,8 @@ pub fn subscribe(
                     backoff = Duration::from_millis(50);
                     warn!(
                         node = %node,
-                        "bus subscription silent: no answer to a ping within {:?}; resubscribing on a new connection",
+                        "bus subscription silent: no answer to a ping (one Redis) or to a renewed SSUBSCRIBE (a cluster) \
+                         within {:?}; resubscribing on a new connection",
                         crate::redis_conn::TIMEOUT
                     );
                 }
@@ -316,7 +321,7 @@ enum Listened {
     Stopped,
     /// The connection went away after it was subscribed.
     Lost,
-    /// The connection stopped answering (see [`PING_EVERY`]).
+    /// The connection stopped answering (see [`PING_EVERY`] and [`RESUBSCRIBE_EVERY`]).
     Silent,
 }
 
@@ -429,6 +434,9 @@ async fn listen_sharded(
                     return Ok(Listened::Stopped);
                 }
                 if let Err(e) = conn.ssubscribe(channel).await {
+                    if e.is_timeout() {
+                        return Ok(Listened::Silent);
+                    }
                     warn!(channel, error = %e, "sharded bus subscription not confirmed; retrying");
                 }
             }
