@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
 //! No room freezes or vanishes under faults (issue #25), with real processes: three
-//! `roomd` nodes and a Redis of the test's own with AOF (`appendfsync always`).
+//! `roomd` nodes and a Redis of the test's own with AOF (`appendfsync always`), or a
+//! Redis Cluster of the test's own (3 masters, 3 replicas).
 //!
 //! - `randomized_faults_lose_nothing_and_every_room_comes_back`: a seeded schedule of
 //!   SIGKILLs (restarted at once with the same node id), SIGSTOPs shorter and longer than
@@ -11,6 +12,11 @@
 //!   got a definite reject or `unknown_room`, every room takes actions again within a
 //!   bound. `ROOMD_FAULT_SEED` replays a seed (printed at the start), `ROOMD_FAULT_SECS`
 //!   lengthens the run (30 s by default). Long runs: see benches/README.md.
+//! - `randomized_faults_on_a_redis_cluster_lose_nothing_and_every_room_comes_back`: the
+//!   same on a Redis Cluster, the nodes appending with `ROOMD__REDIS__ACK_REPLICAS=1`;
+//!   instead of Redis restarts and pauses, a room's or a bus channel's master SIGKILLed
+//!   or hung (SIGSTOP) until its replica is promoted, and slots moved to another master.
+//!   The same two variables replay and lengthen it.
 //! - `a_drain_and_a_same_id_restart_never_show_unknown_room`: the regression for rooms
 //!   called unknown while they move.
 //!
@@ -19,6 +25,7 @@
 mod support;
 
 use futures_util::{SinkExt, StreamExt};
+use room_actor::redis_conn::RedisTarget;
 use room_actor::RedisStore;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -27,6 +34,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::fault_play::{check_logs, longest_gap, play, wait_all_ack_after, Player, Seen};
 use support::procs::{free_port, guest, tally_room, until_sees, OwnRedis, Proc, Ws};
+use support::redis_cluster::OwnRedisCluster;
 use support::tcp_proxy::Proxy;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -73,8 +81,18 @@ enum Fault {
     /// still reach Redis, a firewall that forgot the connections): what is written on
     /// them vanishes, and they stay open.
     LinkBlackHole,
+    /// Redis Cluster: SIGKILL the master of a room's or a bus channel's slot; once its
+    /// replica is promoted, start it again (it rejoins as the new master's replica).
+    MasterKill,
+    /// Redis Cluster: SIGSTOP such a master (its sockets open, nothing answered); once
+    /// its replica is promoted, every room must play again while it still hangs; then
+    /// continue it.
+    MasterHang,
+    /// Redis Cluster: move a room's or a bus channel's slot to another master.
+    SlotMove,
 }
 
+/// The faults on one Redis.
 const FAULTS: [Fault; 8] = [
     Fault::Kill,
     Fault::StopShort,
@@ -85,6 +103,30 @@ const FAULTS: [Fault; 8] = [
     Fault::RedisPause,
     Fault::LinkBlackHole,
 ];
+
+/// The faults on a Redis Cluster: the nodes' faults and the cluster's own.
+const CLUSTER_FAULTS: [Fault; 9] = [
+    Fault::Kill,
+    Fault::StopShort,
+    Fault::StopAroundTimeout,
+    Fault::StopLong,
+    Fault::Drain,
+    Fault::LinkBlackHole,
+    Fault::MasterKill,
+    Fault::MasterHang,
+    Fault::SlotMove,
+];
+
+/// Where the nodes keep their logs, leases and membership.
+enum Backend {
+    /// One Redis of the test's own, with AOF (`appendfsync always`).
+    One(OwnRedis),
+    /// A Redis Cluster of the test's own (3 masters with 2 replicas each); the nodes
+    /// wait for a replica's acknowledgement of every append
+    /// (`ROOMD__REDIS__ACK_REPLICAS=1`), so a killed master loses nothing acknowledged,
+    /// and its promoted replica still has a replica to acknowledge while it is away.
+    Cluster(OwnRedisCluster),
+}
 
 /// The production default lease (5 s): longer than the Redis client timeout (2 s), so a
 /// pause of Redis or of a node between the two leaves appends with unknown outcomes that
@@ -101,18 +143,48 @@ const SLOW_RECOVERY: Duration = Duration::from_secs(15);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
     let _serial = SERIAL.lock().await;
+    randomized(tokio::task::block_in_place(|| Backend::One(OwnRedis::start())), 30).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn randomized_faults_on_a_redis_cluster_lose_nothing_and_every_room_comes_back() {
+    let _serial = SERIAL.lock().await;
+    randomized(tokio::task::block_in_place(|| Backend::Cluster(OwnRedisCluster::start_with_two_replicas())), 30).await;
+}
+
+/// The seeded schedule of faults against continuous play, on `backend`, for
+/// `ROOMD_FAULT_SECS` (else `default_secs`) seconds.
+async fn randomized(mut backend: Backend, default_secs: u64) {
     let seed: u64 = match std::env::var("ROOMD_FAULT_SEED") {
         Ok(s) => s.parse().expect("ROOMD_FAULT_SEED is a number"),
         Err(_) => Rng(u64::from(std::process::id()) ^ Instant::now().elapsed().as_nanos() as u64 ^ rand_seed()).next(),
     };
-    let secs: u64 = std::env::var("ROOMD_FAULT_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(30);
-    println!("fault test: seed {seed} ({secs} s); replay with ROOMD_FAULT_SEED={seed} ROOMD_FAULT_SECS={secs}");
-    eprintln!("fault test: seed {seed} ({secs} s); replay with ROOMD_FAULT_SEED={seed} ROOMD_FAULT_SECS={secs}");
+    let secs: u64 = std::env::var("ROOMD_FAULT_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(default_secs);
+    let on = match backend {
+        Backend::One(_) => "one Redis",
+        Backend::Cluster(_) => "a Redis Cluster",
+    };
+    println!("fault test on {on}: seed {seed} ({secs} s); replay with ROOMD_FAULT_SEED={seed} ROOMD_FAULT_SECS={secs}");
+    eprintln!(
+        "fault test on {on}: seed {seed} ({secs} s); replay with ROOMD_FAULT_SEED={seed} ROOMD_FAULT_SECS={secs}"
+    );
     let mut rng = Rng(seed);
 
-    let mut redis = OwnRedis::start();
-    let url = redis.url();
     let prefix = format!("roomd-faults-{seed}");
+    // The nodes' Redis settings, and a store of the test's own to read the logs with.
+    let (url, redis_env, target) = match &backend {
+        Backend::One(redis) => (redis.url(), Vec::new(), RedisTarget::Single(redis.url())),
+        Backend::Cluster(cluster) => {
+            let seeds = cluster.seeds();
+            let target = RedisTarget::Cluster(seeds.split(',').map(str::to_owned).collect());
+            let env = vec![
+                ("ROOMD__REDIS__CLUSTER_URLS", seeds),
+                ("ROOMD__REDIS__ACK_REPLICAS", "1".to_owned()),
+                ("ROOMD__REDIS__ACK_TIMEOUT_MS", "300".to_owned()),
+            ];
+            (String::new(), env, target)
+        }
+    };
     // Each node takes its peer links through a proxy of the test's (on a port it keeps
     // across restarts), which can make them die without closing.
     let mut proxies = Vec::new();
@@ -128,16 +200,13 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
             .iter()
             .zip(&link_env)
             .map(|(id, [listen, advertise])| {
-                Proc::start(
-                    id,
-                    &prefix,
-                    &url,
-                    &[
-                        ("ROOMD__CLUSTER__LEASE_MS", LEASE_MS),
-                        ("ROOMD__CLUSTER__PEER_LISTEN", listen),
-                        ("ROOMD__CLUSTER__PEER_ADVERTISE", advertise),
-                    ],
-                )
+                let mut env = vec![
+                    ("ROOMD__CLUSTER__LEASE_MS", LEASE_MS),
+                    ("ROOMD__CLUSTER__PEER_LISTEN", listen.as_str()),
+                    ("ROOMD__CLUSTER__PEER_ADVERTISE", advertise.as_str()),
+                ];
+                env.extend(redis_env.iter().map(|(k, v)| (*k, v.as_str())));
+                Proc::start(id, &prefix, &url, &env)
             })
             .collect()
     });
@@ -166,7 +235,7 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
     let stop = Arc::new(AtomicBool::new(false));
     let tasks: Vec<_> =
         players.into_iter().map(|p| tokio::spawn(play(p, addrs.clone(), seen.clone(), stop.clone()))).collect();
-    let store = RedisStore::connect(&url, &prefix).await.expect("own Redis");
+    let store = RedisStore::connect_to(&target, &prefix).await.expect("the test's own Redis");
 
     // Warm up: every room plays before the first fault.
     wait_all_ack_after(&seen, Instant::now(), RECOVERY_BOUND).await.expect("every room plays before any fault");
@@ -177,21 +246,33 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
     while started.elapsed() < Duration::from_secs(secs) {
         if order.is_empty() {
             // Every kind once per round, in a seeded order.
-            order = FAULTS.to_vec();
+            order = match backend {
+                Backend::One(_) => FAULTS.to_vec(),
+                Backend::Cluster(_) => CLUSTER_FAULTS.to_vec(),
+            };
             for i in (1..order.len()).rev() {
                 order.swap(i, rng.below(i as u64 + 1) as usize);
             }
         }
         let fault = order.pop().unwrap();
         let target = rng.below(3) as usize;
+        // A Redis Cluster fault's slot: a room's, or a node's bus channel's (drawn for
+        // those faults only, so one Redis's seeds replay the schedules they always did).
+        let key = match fault {
+            Fault::MasterKill | Fault::MasterHang | Fault::SlotMove => match rng.below(2) {
+                0 => format!("{{room:{}}}", room_ids[rng.below(ROOMS as u64) as usize]),
+                _ => format!("{prefix}:bus:{}", nodes[target].id),
+            },
+            _ => String::new(),
+        };
         let t0 = Instant::now();
         println!(
             "t={:>5.1}s {fault:?} {}",
             started.elapsed().as_secs_f64(),
-            if matches!(fault, Fault::RedisRestart | Fault::RedisPause) {
-                "redis".to_owned()
-            } else {
-                nodes[target].id.clone()
+            match fault {
+                Fault::RedisRestart | Fault::RedisPause => "redis".to_owned(),
+                Fault::MasterKill | Fault::MasterHang | Fault::SlotMove => key.clone(),
+                _ => nodes[target].id.clone(),
             }
         );
         match fault {
@@ -227,16 +308,60 @@ async fn randomized_faults_lose_nothing_and_every_room_comes_back() {
                 addrs.lock().unwrap()[target] = nodes[target].base.clone();
             }
             Fault::RedisRestart => {
+                let Backend::One(redis) = &mut backend else { unreachable!("one Redis's fault") };
                 let pause = rng.ms(300, 1500);
                 tokio::task::block_in_place(|| redis.kill());
                 tokio::time::sleep(pause).await;
                 tokio::task::block_in_place(|| redis.up());
             }
             Fault::RedisPause => {
+                let Backend::One(redis) = &backend else { unreachable!("one Redis's fault") };
                 let pause = rng.ms(2300, 3000);
                 redis.signal("STOP");
                 tokio::time::sleep(pause).await;
                 redis.signal("CONT");
+            }
+            Fault::MasterKill | Fault::MasterHang => {
+                let Backend::Cluster(cluster) = &mut backend else { unreachable!("a Redis Cluster's fault") };
+                let slot = tokio::task::block_in_place(|| cluster.slot(&key));
+                let (master, _) = tokio::task::block_in_place(|| cluster.shard_of(slot));
+                if fault == Fault::MasterKill {
+                    tokio::task::block_in_place(|| cluster.kill(master.port));
+                } else {
+                    cluster.signal(master.port, "STOP");
+                }
+                tokio::task::block_in_place(|| cluster.wait_failed_over(slot, master.port, Duration::from_secs(30)));
+                if fault == Fault::MasterHang {
+                    // Every room plays again through the promoted replica while the old
+                    // master still hangs (a client that kept asking it would wait for as
+                    // long as it hangs).
+                    let promoted = Instant::now();
+                    if let Err(rooms) = wait_all_ack_after(&seen, promoted, RECOVERY_BOUND).await {
+                        seen.lock().unwrap().violations.push(format!(
+                            "MasterHang: rooms {rooms:?} took no action within {RECOVERY_BOUND:?} of the replica's \
+                             promotion while the old master hung"
+                        ));
+                    }
+                    cluster.signal(master.port, "CONT");
+                } else {
+                    tokio::task::block_in_place(|| cluster.up(master.port));
+                }
+                // The old master is the new one's replica again before the next fault.
+                tokio::task::block_in_place(|| cluster.wait_healthy(Duration::from_secs(30)));
+            }
+            Fault::SlotMove => {
+                let Backend::Cluster(cluster) = &backend else { unreachable!("a Redis Cluster's fault") };
+                tokio::task::block_in_place(|| {
+                    let slot = cluster.slot(&key);
+                    let (from, _) = cluster.shard_of(slot);
+                    let masters: Vec<u16> = cluster
+                        .nodes()
+                        .iter()
+                        .filter(|n| n.master && !n.failed && n.port != from.port)
+                        .map(|n| n.port)
+                        .collect();
+                    cluster.move_slot(slot, masters[rng.below(masters.len() as u64) as usize]);
+                });
             }
             Fault::LinkBlackHole => {
                 proxies[target].black_hole();

@@ -1,5 +1,6 @@
 //! A real Redis Cluster of the test's own: six `redis-server` processes on free loopback
-//! ports (3 masters, 3 replicas, `redis-cli --cluster create … --cluster-replicas 1`),
+//! ports (3 masters, 3 replicas, `redis-cli --cluster create … --cluster-replicas 1`; or
+//! nine, with 2 replicas each),
 //! each stopped by its own pid; and what the tests do to it (find a key's master and its
 //! replica, SIGKILL / SIGSTOP a process, start it again, move a slot to another master).
 
@@ -68,20 +69,27 @@ impl OwnRedisCluster {
     /// Starts the six processes and makes them one cluster; returns once every slot is
     /// served and every master has its replica.
     pub fn start() -> OwnRedisCluster {
-        OwnRedisCluster::start_with(None)
+        OwnRedisCluster::start_with(None, 1)
+    }
+
+    /// Nine processes: 3 masters with 2 replicas each, so a shard whose master failed
+    /// still has a replica to acknowledge its writes (`ROOMD__REDIS__ACK_REPLICAS=1`)
+    /// while the old master is away.
+    pub fn start_with_two_replicas() -> OwnRedisCluster {
+        OwnRedisCluster::start_with(None, 2)
     }
 
     /// The same cluster speaking TLS only (`rediss://`), with `tls`'s certificate.
     pub fn start_tls(tls: Tls) -> OwnRedisCluster {
-        OwnRedisCluster::start_with(Some(tls))
+        OwnRedisCluster::start_with(Some(tls), 1)
     }
 
-    fn start_with(tls: Option<Tls>) -> OwnRedisCluster {
+    fn start_with(tls: Option<Tls>, replicas: usize) -> OwnRedisCluster {
         let dir =
             std::env::temp_dir().join(format!("roomd-redis-cluster-{}", engine::Seed::from_os().unwrap().to_hex()));
         std::fs::create_dir_all(&dir).unwrap();
         let mut cluster = OwnRedisCluster { members: Vec::new(), dir, tls };
-        for _ in 0..6 {
+        for _ in 0..3 * (1 + replicas) {
             let port = free_port();
             cluster.members.push(Member { port, child: None, stopped: AtomicBool::new(false) });
             cluster.up(port);
@@ -95,7 +103,7 @@ impl OwnRedisCluster {
             create.arg(format!("127.0.0.1:{}", m.port));
         }
         let status = create
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status()
@@ -238,6 +246,23 @@ impl OwnRedisCluster {
                 let _ = child.kill();
                 let _ = child.wait();
             }
+        }
+    }
+
+    /// Waits until `slot` is served by a master other than the one on `old` (one of its
+    /// replicas promoted); returns the new master's port.
+    pub fn wait_failed_over(&self, slot: u16, old: u16, within: Duration) -> u16 {
+        let deadline = Instant::now() + within;
+        loop {
+            let nodes = self.nodes();
+            let serving = nodes.iter().find(|n| {
+                n.master && !n.failed && n.port != old && n.slots.iter().any(|(a, b)| (*a..=*b).contains(&slot))
+            });
+            if let Some(master) = serving {
+                return master.port;
+            }
+            assert!(Instant::now() < deadline, "slot {slot} never failed over from redis {old}: {nodes:?}");
+            std::thread::sleep(Duration::from_millis(100));
         }
     }
 
