@@ -217,11 +217,6 @@ impl ClusterConn {
         self.0.current.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// How many times the connection has been replaced.
-    pub fn replacements(&self) -> u64 {
-        self.current().number
-    }
-
     /// After `error` on `used`: replaces the connection (on a task of its own, so the
     /// error returns at once) if the error says it may be stuck or gone, `used` is
     /// still the current one, and `used` has had [`TIMEOUT`] to prove itself (a master
@@ -341,7 +336,7 @@ impl ConnectionLike for RedisConn {
     fn get_db(&self) -> i64 {
         match self {
             RedisConn::Single(conn) => conn.get_db(),
-            RedisConn::Cluster(_) => 0,
+            RedisConn::Cluster(conn) => conn.get_db(),
         }
     }
 }
