@@ -190,6 +190,9 @@ struct ClusterShared {
     current: RwLock<Arc<Generation>>,
     /// A replacement is being made (one at a time).
     replacing: AtomicBool,
+    /// When the last replacement was begun: at most one per [`TIMEOUT`], so a cluster
+    /// that refuses every connection is not asked again on every failed request.
+    last_attempt: Mutex<Option<Instant>>,
 }
 
 /// How long making a replacement [`ClusterConn`] connection may take.
@@ -210,6 +213,7 @@ impl ClusterConn {
             client,
             current: RwLock::new(first),
             replacing: AtomicBool::new(false),
+            last_attempt: Mutex::new(None),
         })))
     }
 
@@ -221,7 +225,7 @@ impl ClusterConn {
     /// error returns at once) if the error says it may be stuck or gone, `used` is
     /// still the current one, and `used` has had [`TIMEOUT`] to prove itself (a master
     /// that hangs until its replica is promoted gets one new connection per timeout,
-    /// not one per request).
+    /// not one per request); one attempt at a time, and one per [`TIMEOUT`].
     fn after_error(&self, used: &Generation, error: &redis::RedisError) {
         if !(error.is_timeout() || error.is_connection_dropped()) {
             return;
@@ -231,6 +235,14 @@ impl ClusterConn {
         }
         if self.0.replacing.swap(true, Ordering::AcqRel) {
             return;
+        }
+        {
+            let mut last = self.0.last_attempt.lock().unwrap_or_else(PoisonError::into_inner);
+            if last.is_some_and(|at| at.elapsed() < TIMEOUT) {
+                self.0.replacing.store(false, Ordering::Release);
+                return;
+            }
+            *last = Some(Instant::now());
         }
         let shared = self.0.clone();
         let number = used.number + 1;
