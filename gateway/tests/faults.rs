@@ -175,14 +175,12 @@ async fn randomized(mut backend: Backend) {
     let (url, redis_env, target) = match &backend {
         Backend::One(redis) => (redis.url(), Vec::new(), RedisTarget::Single(redis.url())),
         Backend::Cluster(cluster) => {
-            let seeds = cluster.seeds();
-            let target = RedisTarget::Cluster(seeds.split(',').map(str::to_owned).collect());
             let env = vec![
-                ("ROOMD__REDIS__CLUSTER_URLS", seeds),
+                ("ROOMD__REDIS__CLUSTER_URLS", cluster.seeds()),
                 ("ROOMD__REDIS__ACK_REPLICAS", "1".to_owned()),
                 ("ROOMD__REDIS__ACK_TIMEOUT_MS", "300".to_owned()),
             ];
-            (String::new(), env, target)
+            (String::new(), env, cluster.target())
         }
     };
     // Each node takes its peer links through a proxy of the test's (on a port it keeps

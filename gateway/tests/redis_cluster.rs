@@ -22,7 +22,6 @@
 
 mod support;
 
-use room_actor::redis_conn::RedisTarget;
 use room_actor::RedisStore;
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,8 +135,7 @@ impl Table {
 }
 
 async fn cluster_store(cluster: &OwnRedisCluster, prefix: &str) -> RedisStore {
-    let seeds: Vec<String> = cluster.seeds().split(',').map(str::to_owned).collect();
-    RedisStore::connect_to(&RedisTarget::Cluster(seeds), prefix).await.expect("the test's Redis Cluster")
+    RedisStore::connect_to(&cluster.target(), prefix).await.expect("the test's Redis Cluster")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

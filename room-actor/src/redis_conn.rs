@@ -20,7 +20,6 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
@@ -188,32 +187,36 @@ pub struct ClusterConn(Arc<ClusterShared>);
 struct ClusterShared {
     client: ClusterClient,
     current: RwLock<Arc<Generation>>,
+    replacing: Mutex<Replacing>,
+}
+
+/// When a [`ClusterConn`] may be replaced.
+struct Replacing {
     /// A replacement is being made (one at a time).
-    replacing: AtomicBool,
-    /// When the last replacement was begun: at most one per [`TIMEOUT`], so a cluster
-    /// that refuses every connection is not asked again on every failed request.
-    last_attempt: Mutex<Option<Instant>>,
+    in_flight: bool,
+    /// None before this: each connection has [`TIMEOUT`] to prove itself (a master that
+    /// hangs until its replica is promoted gets one new connection per timeout, not one
+    /// per request), and attempts begin at most one per [`TIMEOUT`] (a cluster that
+    /// refuses every connection is not asked again on every failed request).
+    quiet_until: Instant,
 }
 
 /// How long making a replacement [`ClusterConn`] connection may take.
 const REPLACE_WITHIN: Duration = Duration::from_secs(6);
 
-/// One connection of a [`ClusterConn`] and when it was made.
+/// One connection of a [`ClusterConn`].
 struct Generation {
     conn: ClusterConnection,
     number: u64,
-    made: Instant,
 }
 
 impl ClusterConn {
     async fn connect(client: ClusterClient) -> RedisResult<ClusterConn> {
         let conn = client.get_async_connection().await?;
-        let first = Arc::new(Generation { conn, number: 0, made: Instant::now() });
         Ok(ClusterConn(Arc::new(ClusterShared {
             client,
-            current: RwLock::new(first),
-            replacing: AtomicBool::new(false),
-            last_attempt: Mutex::new(None),
+            current: RwLock::new(Arc::new(Generation { conn, number: 0 })),
+            replacing: Mutex::new(Replacing { in_flight: false, quiet_until: Instant::now() + TIMEOUT }),
         })))
     }
 
@@ -221,28 +224,29 @@ impl ClusterConn {
         self.0.current.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
+    /// `answer`, from `used`; after an error that says the connection may be stuck or
+    /// gone, replaces it (see [`ClusterConn::after_error`]).
+    fn checked<T>(&self, used: &Generation, answer: RedisResult<T>) -> RedisResult<T> {
+        if let Err(e) = &answer {
+            self.after_error(used, e);
+        }
+        answer
+    }
+
     /// After `error` on `used`: replaces the connection (on a task of its own, so the
     /// error returns at once) if the error says it may be stuck or gone, `used` is
-    /// still the current one, and `used` has had [`TIMEOUT`] to prove itself (a master
-    /// that hangs until its replica is promoted gets one new connection per timeout,
-    /// not one per request); one attempt at a time, and one per [`TIMEOUT`].
+    /// still the current one, and [`Replacing`] allows it.
     fn after_error(&self, used: &Generation, error: &redis::RedisError) {
-        if !(error.is_timeout() || error.is_connection_dropped()) {
-            return;
-        }
-        if used.made.elapsed() < TIMEOUT || self.current().number != used.number {
-            return;
-        }
-        if self.0.replacing.swap(true, Ordering::AcqRel) {
+        if !(error.is_timeout() || error.is_connection_dropped()) || self.current().number != used.number {
             return;
         }
         {
-            let mut last = self.0.last_attempt.lock().unwrap_or_else(PoisonError::into_inner);
-            if last.is_some_and(|at| at.elapsed() < TIMEOUT) {
-                self.0.replacing.store(false, Ordering::Release);
+            let mut replacing = self.0.replacing.lock().unwrap_or_else(PoisonError::into_inner);
+            let now = Instant::now();
+            if replacing.in_flight || now < replacing.quiet_until {
                 return;
             }
-            *last = Some(Instant::now());
+            *replacing = Replacing { in_flight: true, quiet_until: now + TIMEOUT };
         }
         let shared = self.0.clone();
         let number = used.number + 1;
@@ -250,22 +254,32 @@ impl ClusterConn {
         tokio::spawn(async move {
             // Connecting asks every seed (the hung master among them, which takes its
             // whole connection timeout to give up on) and then reads the slot map.
-            match tokio::time::timeout(REPLACE_WITHIN, shared.client.get_async_connection()).await {
+            let replaced = match tokio::time::timeout(REPLACE_WITHIN, shared.client.get_async_connection()).await {
                 Ok(Ok(conn)) => {
-                    let next = Arc::new(Generation { conn, number, made: Instant::now() });
+                    let next = Arc::new(Generation { conn, number });
                     *shared.current.write().unwrap_or_else(PoisonError::into_inner) = next;
                     tracing::warn!(
                         error = %why,
                         replacements = number,
                         "Redis Cluster connection replaced (a master may hang; the new one reads the slot map again)"
                     );
+                    true
                 }
-                Ok(Err(e)) => tracing::warn!(error = %e, after = %why, "replacing the Redis Cluster connection failed"),
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, after = %why, "replacing the Redis Cluster connection failed");
+                    false
+                }
                 Err(_) => {
-                    tracing::warn!(after = %why, "replacing the Redis Cluster connection timed out after {REPLACE_WITHIN:?}")
+                    tracing::warn!(after = %why, "replacing the Redis Cluster connection timed out after {REPLACE_WITHIN:?}");
+                    false
                 }
+            };
+            let mut replacing = shared.replacing.lock().unwrap_or_else(PoisonError::into_inner);
+            replacing.in_flight = false;
+            if replaced {
+                // The new connection has its own TIMEOUT to prove itself.
+                replacing.quiet_until = replacing.quiet_until.max(Instant::now() + TIMEOUT);
             }
-            shared.replacing.store(false, Ordering::Release);
         });
     }
 }
@@ -358,10 +372,7 @@ impl ConnectionLike for ClusterConn {
         Box::pin(async move {
             let used = self.current();
             let answer = used.conn.clone().req_packed_command(cmd).await;
-            if let Err(e) = &answer {
-                self.after_error(&used, e);
-            }
-            answer
+            self.checked(&used, answer)
         })
     }
 
@@ -374,10 +385,7 @@ impl ConnectionLike for ClusterConn {
         Box::pin(async move {
             let used = self.current();
             let answer = used.conn.clone().req_packed_commands(pipeline, offset, count).await;
-            if let Err(e) = &answer {
-                self.after_error(&used, e);
-            }
-            answer
+            self.checked(&used, answer)
         })
     }
 

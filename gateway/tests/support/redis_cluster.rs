@@ -5,6 +5,7 @@
 //! replica, SIGKILL / SIGSTOP a process, start it again, move a slot to another master).
 
 use super::procs::free_port;
+use room_actor::redis_conn::RedisTarget;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -153,6 +154,11 @@ impl OwnRedisCluster {
     pub fn seeds(&self) -> String {
         let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
         self.members.iter().map(|m| format!("{scheme}://127.0.0.1:{}/", m.port)).collect::<Vec<_>>().join(",")
+    }
+
+    /// The same seeds as a [`RedisTarget`], for a store of the test's own.
+    pub fn target(&self) -> RedisTarget {
+        RedisTarget::Cluster(self.seeds().split(',').map(str::to_owned).collect())
     }
 
     /// `redis-cli` against the member on `port`: its output, or `None` if it could not answer.
