@@ -328,7 +328,7 @@ fn parse_node_line(line: &str) -> Option<NodeLine> {
     let id = fields.next()?.to_owned();
     let addr = fields.next()?;
     let port = addr.split('@').next()?.rsplit(':').next()?.parse().ok()?;
-    let flags = fields.next()?;
+    let flags: Vec<&str> = fields.next()?.split(',').collect();
     let master_id = fields.next().filter(|m| *m != "-").map(str::to_owned);
     let slots = fields
         .skip(4)
@@ -341,8 +341,9 @@ fn parse_node_line(line: &str) -> Option<NodeLine> {
     Some(NodeLine {
         id,
         port,
-        master: flags.contains("master"),
-        failed: flags.contains("fail") || flags.contains("noaddr"),
+        master: flags.contains(&"master"),
+        // `fail`, `fail?` or `noaddr` (not `nofailover`).
+        failed: flags.iter().any(|f| matches!(*f, "fail" | "fail?" | "noaddr")),
         master_id,
         slots,
     })
