@@ -13,7 +13,9 @@
 //! - a busy room's slot, and a node's bus channel slot, moved to another master
 //!   mid-game: play goes on;
 //! - the master of a node's bus channel hung (SIGSTOP: open connections that answer
-//!   nothing) and failed over to its replica: the node hears its channel again;
+//!   nothing) and failed over to its replica: the node hears its channel again; and the
+//!   cluster connections made before the promotion (one replaced during the hang, one
+//!   idle) replace themselves once it happened, without a request timing out first;
 //! - a TLS-only Redis Cluster (`rediss://` seeds, TLS cluster bus and replication), its
 //!   CA given with `SSL_CERT_FILE`;
 //! - both `ROOMD__REDIS__URL` and `ROOMD__REDIS__CLUSTER_URLS` set: a clear start-up error.
@@ -273,6 +275,61 @@ async fn a_hung_redis_master_is_failed_over_and_its_rooms_and_the_bus_channel_it
     table.every_player_acked_again(&[&nodes[0], &nodes[1]], Duration::from_secs(30), "the old master came back").await;
     let store = cluster_store(&cluster, &prefix).await;
     table.finish(&store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_connections_made_before_a_hung_masters_replica_is_promoted_replace_themselves_once_it_is() {
+    let _serial = SERIAL.lock().await;
+    let cluster = tokio::task::block_in_place(OwnRedisCluster::start);
+    let key = format!("{}:{{watched}}", prefix("rw"));
+    let (master, replica) = cluster.shard_of(cluster.slot(&key));
+    let replica = replica.expect("the shard has a replica");
+    // The test promotes the replica itself, when the connection has been replaced once.
+    assert!(cluster.cli(replica.port, &["CONFIG", "SET", "cluster-replica-no-failover", "yes"]).is_some());
+    let conn = cluster.target().connect().await.expect("connects to the Redis Cluster");
+    let room_actor::redis_conn::RedisConn::Cluster(watched) = conn.clone() else { panic!("a cluster connection") };
+    // Another connection of the same process to the same cluster, idle throughout.
+    let idle = cluster.target().connect().await.expect("connects to the Redis Cluster");
+    let room_actor::redis_conn::RedisConn::Cluster(idle_one) = idle.clone() else { panic!("a cluster connection") };
+    let set: String = redis::cmd("SET").arg(&key).arg("before").query_async(&mut conn.clone()).await.unwrap();
+    assert_eq!(set, "OK");
+
+    // The key's master hangs: a request times out, and the connection is replaced while
+    // the hung master still holds the key's slot, so the new connection's map names it.
+    cluster.signal(master.port, "STOP");
+    let timed_out = redis::cmd("GET").arg(&key).query_async::<Option<String>>(&mut conn.clone()).await;
+    assert!(timed_out.as_ref().is_err_and(|e| e.is_timeout()), "{timed_out:?}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while watched.replacements() < 1 {
+        assert!(Instant::now() < deadline, "the connection was not replaced after the timeout");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The replica takes the slots over. No request is made: the connection must notice
+    // the new map by itself and replace itself again, so that the first request after
+    // the promotion reaches the new master instead of timing out on the hung one. The
+    // idle connection, which never saw an error, is replaced with it.
+    let replaced = watched.replacements();
+    assert_eq!(idle_one.replacements(), 0);
+    assert!(cluster.cli(replica.port, &["CLUSTER", "FAILOVER", "TAKEOVER"]).is_some());
+    tokio::task::block_in_place(|| cluster.wait_master(replica.port, Duration::from_secs(30)));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while watched.replacements() == replaced || idle_one.replacements() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the connections never noticed the promotion by themselves: replaced {} and {} times",
+            watched.replacements(),
+            idle_one.replacements()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for conn in [&conn, &idle] {
+        let got: Option<String> = redis::cmd("GET").arg(&key).query_async(&mut conn.clone()).await.unwrap();
+        assert_eq!(got.as_deref(), Some("before"));
+    }
+
+    cluster.signal(master.port, "CONT");
+    tokio::task::block_in_place(|| cluster.wait_healthy(Duration::from_secs(30)));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

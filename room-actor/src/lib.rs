@@ -42,6 +42,7 @@ pub mod metrics;
 pub mod pace;
 pub mod rebuild;
 pub mod redis_append;
+mod redis_cluster;
 pub mod redis_conn;
 pub mod redis_store;
 pub mod replay;

@@ -11,18 +11,18 @@
 //! Both connections reconnect by themselves once their socket is dropped ([`tcp_settings`]:
 //! also one that died without closing); the cluster one also follows `MOVED`/`ASK`
 //! and refreshes its slot map after a failover or a resharding, and replaces itself when
-//! a master hangs ([`ClusterConn`]). Every wait is bounded by the timeouts below: a call
+//! a master hangs ([`ClusterConn`], `redis_cluster.rs`). Every wait is bounded by the timeouts below: a call
 //! fails with an error rather than hangs.
 
 use crate::error::StoreError;
+pub use crate::redis_cluster::ClusterConn;
 use futures_util::future::try_join_all;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
-use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::Mutex;
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// How long connecting to a Redis, and waiting for one answer, may take.
@@ -149,8 +149,7 @@ impl RedisTarget {
                 Ok(RedisConn::Single(conn))
             }
             RedisTarget::Cluster(seeds) => {
-                let client = RedisTarget::cluster_client(seeds, None).map_err(unavailable)?;
-                Ok(RedisConn::Cluster(ClusterConn::connect(client).await.map_err(unavailable)?))
+                Ok(RedisConn::Cluster(ClusterConn::connect(seeds).await.map_err(unavailable)?))
             }
         }
     }
@@ -169,119 +168,6 @@ pub(crate) fn install_tls_provider(tls: bool) {
 pub enum RedisConn {
     Single(ConnectionManager),
     Cluster(ClusterConn),
-}
-
-/// A Redis Cluster connection that replaces itself when a request times out or finds
-/// the connection gone.
-///
-/// The cluster client reconnects to a master whose socket closed, and follows `MOVED`
-/// after a failover or a resharding, but a master that hangs (a stuck process, a process
-/// stopped) keeps its sockets open and answers nothing: the client retries a timed-out
-/// request on the same socket and keeps its slot map, so every request for that
-/// master's slots times out even after its replica has been promoted, until the old
-/// master wakes up. A new connection asks the cluster for its slot map again and finds
-/// the promoted replica. All clones share the replacement.
-#[derive(Clone)]
-pub struct ClusterConn(Arc<ClusterShared>);
-
-struct ClusterShared {
-    client: ClusterClient,
-    current: RwLock<Arc<Generation>>,
-    replacing: Mutex<Replacing>,
-}
-
-/// When a [`ClusterConn`] may be replaced.
-struct Replacing {
-    /// A replacement is being made (one at a time).
-    in_flight: bool,
-    /// None before this: each connection has [`TIMEOUT`] to prove itself (a master that
-    /// hangs until its replica is promoted gets one new connection per timeout, not one
-    /// per request), and attempts begin at most one per [`TIMEOUT`] (a cluster that
-    /// refuses every connection is not asked again on every failed request).
-    quiet_until: Instant,
-}
-
-/// How long making a replacement [`ClusterConn`] connection may take.
-const REPLACE_WITHIN: Duration = Duration::from_secs(6);
-
-/// One connection of a [`ClusterConn`].
-struct Generation {
-    conn: ClusterConnection,
-    number: u64,
-}
-
-impl ClusterConn {
-    async fn connect(client: ClusterClient) -> RedisResult<ClusterConn> {
-        let conn = client.get_async_connection().await?;
-        Ok(ClusterConn(Arc::new(ClusterShared {
-            client,
-            current: RwLock::new(Arc::new(Generation { conn, number: 0 })),
-            replacing: Mutex::new(Replacing { in_flight: false, quiet_until: Instant::now() + TIMEOUT }),
-        })))
-    }
-
-    fn current(&self) -> Arc<Generation> {
-        self.0.current.read().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    /// `answer`, from `used`; after an error that says the connection may be stuck or
-    /// gone, replaces it (see [`ClusterConn::after_error`]).
-    fn checked<T>(&self, used: &Generation, answer: RedisResult<T>) -> RedisResult<T> {
-        if let Err(e) = &answer {
-            self.after_error(used, e);
-        }
-        answer
-    }
-
-    /// After `error` on `used`: replaces the connection (on a task of its own, so the
-    /// error returns at once) if the error says it may be stuck or gone, `used` is
-    /// still the current one, and [`Replacing`] allows it.
-    fn after_error(&self, used: &Generation, error: &redis::RedisError) {
-        if !(error.is_timeout() || error.is_connection_dropped()) || self.current().number != used.number {
-            return;
-        }
-        {
-            let mut replacing = self.0.replacing.lock().unwrap_or_else(PoisonError::into_inner);
-            let now = Instant::now();
-            if replacing.in_flight || now < replacing.quiet_until {
-                return;
-            }
-            *replacing = Replacing { in_flight: true, quiet_until: now + TIMEOUT };
-        }
-        let shared = self.0.clone();
-        let number = used.number + 1;
-        let why = error.to_string();
-        tokio::spawn(async move {
-            // Connecting asks every seed (the hung master among them, which takes its
-            // whole connection timeout to give up on) and then reads the slot map.
-            let replaced = match tokio::time::timeout(REPLACE_WITHIN, shared.client.get_async_connection()).await {
-                Ok(Ok(conn)) => {
-                    let next = Arc::new(Generation { conn, number });
-                    *shared.current.write().unwrap_or_else(PoisonError::into_inner) = next;
-                    tracing::warn!(
-                        error = %why,
-                        replacements = number,
-                        "Redis Cluster connection replaced (a master may hang; the new one reads the slot map again)"
-                    );
-                    true
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, after = %why, "replacing the Redis Cluster connection failed");
-                    false
-                }
-                Err(_) => {
-                    tracing::warn!(after = %why, "replacing the Redis Cluster connection timed out after {REPLACE_WITHIN:?}");
-                    false
-                }
-            };
-            let mut replacing = shared.replacing.lock().unwrap_or_else(PoisonError::into_inner);
-            replacing.in_flight = false;
-            if replaced {
-                // The new connection has its own TIMEOUT to prove itself.
-                replacing.quiet_until = replacing.quiet_until.max(Instant::now() + TIMEOUT);
-            }
-        });
-    }
 }
 
 impl RedisConn {
@@ -364,33 +250,6 @@ impl ConnectionLike for RedisConn {
             RedisConn::Single(conn) => conn.get_db(),
             RedisConn::Cluster(conn) => conn.get_db(),
         }
-    }
-}
-
-impl ConnectionLike for ClusterConn {
-    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        Box::pin(async move {
-            let used = self.current();
-            let answer = used.conn.clone().req_packed_command(cmd).await;
-            self.checked(&used, answer)
-        })
-    }
-
-    fn req_packed_commands<'a>(
-        &'a mut self,
-        pipeline: &'a Pipeline,
-        offset: usize,
-        count: usize,
-    ) -> RedisFuture<'a, Vec<Value>> {
-        Box::pin(async move {
-            let used = self.current();
-            let answer = used.conn.clone().req_packed_commands(pipeline, offset, count).await;
-            self.checked(&used, answer)
-        })
-    }
-
-    fn get_db(&self) -> i64 {
-        0
     }
 }
 

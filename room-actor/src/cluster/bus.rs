@@ -19,6 +19,7 @@ use crate::error::StoreError;
 use crate::log::{decode_body as decode, encode_body_into as encode_into};
 use crate::messages::{ByteString, RoomOpError};
 use crate::metrics::RoomMetrics;
+use crate::redis_cluster::ClusterHealth;
 use crate::redis_conn::{RedisTarget, ThreadConns};
 use futures_util::StreamExt;
 use redis::{PushInfo, PushKind, Value};
@@ -268,7 +269,10 @@ pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
 /// subscription's ping: one that times out means the channel's master hangs (its
 /// sockets open, nothing answered), and the cluster client would go on asking it, so
 /// the node subscribes again through a new client, which reads the slot map afresh and
-/// finds the promoted replica.
+/// finds the promoted replica. A new client made before the promotion reads the old
+/// map, so the subscription also follows the slot map that the node's cluster
+/// connections watch after a timeout (`redis_cluster.rs`): when it changes, the node
+/// subscribes again at once, leaving out the seeds flagged as failing.
 pub const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(250);
 
 /// Subscribes to this node's channel and forwards decoded envelopes, resubscribing with
@@ -303,6 +307,10 @@ pub fn subscribe(
                         crate::redis_conn::TIMEOUT
                     );
                 }
+                Ok(Listened::Moved) => {
+                    backoff = Duration::from_millis(50);
+                    warn!(node = %node, "the Redis Cluster's slot map changed; subscribing again on a new connection");
+                }
                 Err(e) => warn!(node = %node, error = %e, "bus subscribe failed; retrying"),
             }
             if tx.is_closed() {
@@ -323,6 +331,9 @@ enum Listened {
     Lost,
     /// The connection stopped answering (see [`PING_EVERY`] and [`RESUBSCRIBE_EVERY`]).
     Silent,
+    /// The Redis Cluster's slot map changed while the subscription waited (a master
+    /// that hangs, failed over; `redis_cluster.rs`).
+    Moved,
 }
 
 /// How often a node pings Redis on its subscription's connection (one Redis). A
@@ -402,10 +413,26 @@ async fn listen_sharded(
     tx: &mpsc::UnboundedSender<Delivered>,
     metrics: &RoomMetrics,
 ) -> redis::RedisResult<Listened> {
+    // The node's cluster connections watch the slot map after a timeout; the
+    // subscription follows what they see.
+    let health = ClusterHealth::for_seeds(seeds);
+    let mut moved = health.follow();
     let (push_tx, mut pushes) = mpsc::unbounded_channel::<PushInfo>();
-    let client = RedisTarget::cluster_client(seeds, Some(push_tx))?;
-    let mut conn = client.get_async_connection().await?;
-    conn.ssubscribe(channel).await?;
+    let client = RedisTarget::cluster_client(&health.answering_seeds(), Some(push_tx))?;
+    let subscribed = async {
+        let mut conn = client.get_async_connection().await?;
+        conn.ssubscribe(channel).await?;
+        Ok::<_, redis::RedisError>(conn)
+    };
+    let mut conn = match subscribed.await {
+        Ok(conn) => conn,
+        Err(e) => {
+            if e.is_timeout() {
+                health.alarm();
+            }
+            return Err(e);
+        }
+    };
     let mut reassert = tokio::time::interval(RESUBSCRIBE_EVERY);
     reassert.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -433,13 +460,19 @@ async fn listen_sharded(
                 if tx.is_closed() {
                     return Ok(Listened::Stopped);
                 }
-                if let Err(e) = conn.ssubscribe(channel).await {
+                let renewed = tokio::select! {
+                    renewed = conn.ssubscribe(channel) => renewed,
+                    _ = moved.changed() => return Ok(Listened::Moved),
+                };
+                if let Err(e) = renewed {
                     if e.is_timeout() {
+                        health.alarm();
                         return Ok(Listened::Silent);
                     }
                     warn!(channel, error = %e, "sharded bus subscription not confirmed; retrying");
                 }
             }
+            _ = moved.changed() => return Ok(Listened::Moved),
         }
     }
 }
