@@ -340,6 +340,11 @@ async fn randomized(mut backend: Backend) {
                              promotion while the old master hung"
                         ));
                     }
+                    println!(
+                        "  promoted {:.1} s after the hang; every room played again {:.1} s after that",
+                        (promoted - t0).as_secs_f64(),
+                        promoted.elapsed().as_secs_f64()
+                    );
                     cluster.signal(master.port, "CONT");
                 } else {
                     tokio::task::block_in_place(|| cluster.up(master.port));
