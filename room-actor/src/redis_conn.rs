@@ -11,8 +11,8 @@
 //! Both connections reconnect by themselves once their socket is dropped ([`tcp_settings`]:
 //! also one that died without closing); the cluster one also follows `MOVED`/`ASK`
 //! and refreshes its slot map after a failover or a resharding, and replaces itself when
-//! a master hangs ([`ClusterConn`], `redis_cluster.rs`). Every wait is bounded by the timeouts below: a call
-//! fails with an error rather than hangs.
+//! a master hangs ([`ClusterConn`], `redis_cluster.rs`). Every wait is bounded by the
+//! timeouts below: a call fails with an error rather than hangs.
 
 use crate::error::StoreError;
 pub use crate::redis_cluster::ClusterConn;
