@@ -26,7 +26,7 @@ use redis::{PushInfo, PushKind, Value};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
 /// A command for a room, from a gateway on another node.
@@ -287,10 +287,18 @@ pub fn subscribe(
     tokio::spawn(async move {
         let channel = channel(&prefix, &node);
         let mut backoff = Duration::from_millis(50);
+        let mut source = match target {
+            RedisTarget::Single(url) => Source::Single(url),
+            RedisTarget::Cluster(seeds) => {
+                let health = ClusterHealth::for_seeds(&seeds);
+                let moved = health.follow();
+                Source::Cluster(health, moved)
+            }
+        };
         loop {
-            let listened = match &target {
-                RedisTarget::Single(url) => listen(url, &channel, &tx, &metrics).await,
-                RedisTarget::Cluster(seeds) => listen_sharded(seeds, &channel, &tx, &metrics).await,
+            let listened = match &mut source {
+                Source::Single(url) => listen(url, &channel, &tx, &metrics).await,
+                Source::Cluster(health, moved) => listen_sharded(health, moved, &channel, &tx, &metrics).await,
             };
             match listened {
                 Ok(Listened::Stopped) => return,
@@ -316,11 +324,25 @@ pub fn subscribe(
             if tx.is_closed() {
                 return;
             }
-            tokio::time::sleep(backoff).await;
+            match &mut source {
+                // A new slot map (a hung master's replica promoted) ends the wait.
+                Source::Cluster(_, moved) => tokio::select! {
+                    _ = tokio::time::sleep(backoff) => {}
+                    _ = moved.changed() => {}
+                },
+                Source::Single(_) => tokio::time::sleep(backoff).await,
+            }
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     });
     rx
+}
+
+/// Where a node's subscription is: one Redis, or a Redis Cluster whose slot map it
+/// follows as the node's cluster connections watch it (`redis_cluster.rs`).
+enum Source {
+    Single(String),
+    Cluster(Arc<ClusterHealth>, watch::Receiver<u64>),
 }
 
 /// How a subscription ended.
@@ -408,15 +430,14 @@ async fn listen(
 /// subscription with an `SUNSUBSCRIBE` push, answered by subscribing again at the slot's
 /// new master, and the periodic re-assertion finds a promoted replica after a failover.
 async fn listen_sharded(
-    seeds: &[String],
+    health: &Arc<ClusterHealth>,
+    moved: &mut watch::Receiver<u64>,
     channel: &str,
     tx: &mpsc::UnboundedSender<Delivered>,
     metrics: &RoomMetrics,
 ) -> redis::RedisResult<Listened> {
-    // The node's cluster connections watch the slot map after a timeout; the
-    // subscription follows what they see.
-    let health = ClusterHealth::for_seeds(seeds);
-    let mut moved = health.follow();
+    // The client made now reads the newest map; a later one ends this subscription.
+    moved.borrow_and_update();
     let (push_tx, mut pushes) = mpsc::unbounded_channel::<PushInfo>();
     let client = RedisTarget::cluster_client(&health.answering_seeds(), Some(push_tx))?;
     let subscribed = async {
@@ -424,7 +445,11 @@ async fn listen_sharded(
         conn.ssubscribe(channel).await?;
         Ok::<_, redis::RedisError>(conn)
     };
-    let mut conn = match subscribed.await {
+    let subscribed = tokio::select! {
+        subscribed = subscribed => subscribed,
+        _ = moved.changed() => return Ok(Listened::Moved),
+    };
+    let mut conn = match subscribed {
         Ok(conn) => conn,
         Err(e) => {
             if e.is_timeout() {
