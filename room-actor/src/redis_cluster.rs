@@ -58,10 +58,9 @@ struct ClusterShared {
 /// When a [`ClusterConn`] may be replaced.
 struct Replacing {
     /// A replacement is being made (one at a time): its task, to abort it when a newer
-    /// map makes what it connects to out of date.
+    /// map makes what it connects to out of date (a task no longer named here drops
+    /// what it made).
     in_flight: Option<tokio::task::AbortHandle>,
-    /// Which replacement that is (a superseded one's result is dropped).
-    attempt: u64,
     /// No replacement after an error before this: each connection has [`TIMEOUT`] to
     /// prove itself (a master that hangs until its replica is promoted gets one new
     /// connection per timeout, not one per request), and attempts begin at most one per
@@ -88,12 +87,7 @@ impl ClusterConn {
             client,
             health: health.clone(),
             current: RwLock::new(Arc::new(Generation { conn, number: 0 })),
-            replacing: Mutex::new(Replacing {
-                in_flight: None,
-                attempt: 0,
-                quiet_until: Instant::now() + TIMEOUT,
-                made_at,
-            }),
+            replacing: Mutex::new(Replacing { in_flight: None, quiet_until: Instant::now() + TIMEOUT, made_at }),
         });
         if health.register(&shared) {
             // The map the watch will compare with.
@@ -144,8 +138,6 @@ impl ClusterShared {
         if let Some(superseded) = replacing.in_flight.take() {
             superseded.abort();
         }
-        replacing.attempt += 1;
-        let attempt = replacing.attempt;
         replacing.quiet_until = Instant::now() + TIMEOUT;
         replacing.made_at = self.health.epoch();
         let seeds = self.health.answering_seeds();
@@ -161,7 +153,8 @@ impl ClusterShared {
             let connecting = async { client?.get_async_connection().await };
             let connected = tokio::time::timeout(REPLACE_WITHIN, connecting).await;
             let mut replacing = shared.replacing.lock().unwrap_or_else(PoisonError::into_inner);
-            if replacing.attempt != attempt {
+            // Superseded (aborted, but past its last await when that came)?
+            if replacing.in_flight.as_ref().map(tokio::task::AbortHandle::id) != Some(tokio::task::id()) {
                 return;
             }
             replacing.in_flight = None;
