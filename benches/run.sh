@@ -119,7 +119,7 @@ wait_port() { # wait until http://127.0.0.1:$1 accepts connections (30 s at most
 # Every load client comes from 127.0.0.1: the per-address limits (guest sessions, rooms,
 # WebSocket upgrades) and the node's socket cap are raised far above the run's needs. A
 # secret of our own; the data directory is a fresh one under $WORK (never the repo).
-LOAD_ENV=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=100000000
+LOAD_ENV=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=100000000 ROOMD__HTTP__ADDR_MAX_SOCKETS=1000000
           ROOMD__HTTP__MAX_CONNECTIONS=1000000 ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER=1000000)
 # spawn_embedded PORT KIND: an embedded node on core 0 (KIND: memory or file, the file
 # store in a fresh $WORK directory) with a secret of its own; its pid in LAST_PID.

@@ -35,7 +35,7 @@ trap cleanup EXIT
 
 # Every soak client comes from 127.0.0.1: the per-address limits and the socket cap are
 # raised; a secret of our own so the embedded node writes no data directory in the tree.
-cluster=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=100000000
+cluster=(ROOMD__HTTP__ADDR_RATE_PER_MIN=100000000 ROOMD__HTTP__ADDR_BURST=100000000 ROOMD__HTTP__ADDR_MAX_SOCKETS=1000000
          ROOMD__HTTP__MAX_CONNECTIONS=1000000 ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER=1000000
          ROOMD__AUTH__SECRET="soak-secret-$$-$RANDOM$RANDOM$RANDOM" ROOMD__STORE__PATH="$WORK/data")
 if [[ -n "${REDIS_URL:-}" ]]; then
@@ -43,7 +43,8 @@ if [[ -n "${REDIS_URL:-}" ]]; then
 fi
 # shellcheck disable=SC2086
 # The embedded node's data directory is a fresh one under $WORK (never the repo).
-env ROOMD__HTTP__ADDR_RATE_PER_MIN=1000000 ROOMD__HTTP__ADDR_BURST=1000000 ROOMD__HTTP__MAX_CONNECTIONS=100000 \
+env ROOMD__HTTP__ADDR_RATE_PER_MIN=1000000 ROOMD__HTTP__ADDR_BURST=1000000 ROOMD__HTTP__ADDR_MAX_SOCKETS=1000000 \
+  ROOMD__HTTP__MAX_CONNECTIONS=100000 \
   ROOMD__HTTP__BIND=127.0.0.1 ROOMD__HTTP__PORT=0 ROOMD__LOG__LEVEL=warn ROOMD__LOG__FORMAT=json \
   ROOMD__STORE__PATH="$WORK/data" "${cluster[@]}" ${ROOMD_ENV:-} taskset -c 0 "$ROOMD_BIN" >"$WORK/roomd.log" 2>&1 &
 SERVER_PID=$!

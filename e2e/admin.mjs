@@ -23,7 +23,8 @@ function startRoomd() {
   process.on('exit', () => rmSync(data, { recursive: true, force: true }));
   const env = { ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
     ROOMD__ADMIN__TOKEN: ADMIN, ROOMD__AUTH__SECRET: randomBytes(32).toString('hex'), ROOMD__STORE__PATH: data,
-    ROOMD__STORE__KIND: 'memory', ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000' };
+    ROOMD__STORE__KIND: 'memory', ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000',
+    ROOMD__HTTP__ADDR_MAX_SOCKETS: '100000' };
   delete env.ROOMD__REDIS__URL;
   const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';

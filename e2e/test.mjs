@@ -27,7 +27,7 @@ function startRoomd() {
   const env = {
     ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
     ROOMD__AUTH__SECRET: secret, ROOMD__STORE__PATH: data,
-    ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000',
+    ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000', ROOMD__HTTP__ADDR_MAX_SOCKETS: '100000',
   };
   delete env.ROOMD__REDIS__URL; // embedded single-node mode: no Redis needed
   env.ROOMD__STORE__KIND = 'memory'; // never a data directory in the repo

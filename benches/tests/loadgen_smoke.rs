@@ -22,6 +22,7 @@ fn start_server() -> SocketAddr {
             settings.auth.secret = Some("loadgen-smoke-secret-0123456789abcdef".into());
             settings.http.addr_rate_per_min = 1_000_000;
             settings.http.addr_burst = 1_000_000;
+            settings.http.addr_max_sockets = 1_000_000;
             settings.store.kind = gateway::config::StoreKind::Memory;
             let running = gateway::server::start(settings).unwrap();
             tx.send(running.addr).unwrap();

@@ -37,6 +37,7 @@ fn start_node(kind: StoreKind, dir: &std::path::Path) -> anyhow::Result<SocketAd
     // All the load comes from 127.0.0.1: lift the per-address limits (as benches/run.sh does).
     settings.http.addr_rate_per_min = 100_000_000;
     settings.http.addr_burst = 100_000_000;
+    settings.http.addr_max_sockets = 1_000_000;
     settings.http.max_connections = 1_000_000;
     settings.rooms.max_waiting_seats_per_user = 1_000_000;
     settings.log.level = "warn".into();

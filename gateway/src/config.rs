@@ -44,6 +44,10 @@ pub struct Http {
     pub addr_rate_per_min: u32,
     /// How many of each a client address may start at once before the rate applies.
     pub addr_burst: u32,
+    /// WebSockets one client address (an IPv4 address or an IPv6 /64) may hold open on
+    /// this node at once; more are refused with 429 `too_many_sockets`. Generous by
+    /// default: a school or office behind one NAT address shares it.
+    pub addr_max_sockets: u32,
     /// CIDRs (comma-separated, or a list in a file) of reverse proxies whose
     /// `X-Forwarded-For` is believed; default none: the peer address is the client.
     #[serde(default, deserialize_with = "crate::limits::cidrs")]
@@ -316,6 +320,7 @@ impl Settings {
             .set_default("http.workers", 0)?
             .set_default("http.addr_rate_per_min", 30)?
             .set_default("http.addr_burst", 20)?
+            .set_default("http.addr_max_sockets", 200)?
             .set_default("http.max_connections", 10_000)?
             .set_default("auth.token_ttl_s", 7 * 24 * 3600)?
             .set_default("auth.max_token_lifetime_s", 30 * 24 * 3600)?

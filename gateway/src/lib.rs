@@ -11,7 +11,8 @@
 //! - [`admin`]: the operators' API (`/admin/api/…`) and console (`/admin`);
 //!   [`admin_auth`]: the operators' token and audit trail.
 //! - [`http_metrics`]: request counts and latencies by route, process and build metrics.
-//! - [`ws`]: one session actor per WebSocket.
+//! - [`ws`]: one session actor per WebSocket; [`ws_frames`]: its incoming frames, each
+//!   frame's size decided from its header.
 //! - [`protocol`]: parsing of the client's WebSocket messages (fuzzed in `fuzz/`).
 //! - [`replay`]: replays of finished games for their players.
 //! - [`auth`]: HS256 bearer tokens and the generated secret.
@@ -37,3 +38,4 @@ pub mod state;
 pub mod telemetry;
 pub mod web;
 pub mod ws;
+pub mod ws_frames;

@@ -203,6 +203,7 @@ impl AppState {
             limits: AddrLimits::new(
                 settings.http.addr_rate_per_min,
                 settings.http.addr_burst,
+                settings.http.addr_max_sockets,
                 settings.http.trusted_proxies.clone(),
             ),
             settings,

@@ -3,15 +3,19 @@
 //!
 //! The session authenticates before the upgrade, keeps a heartbeat (ping every
 //! `heartbeat_s`, close after `client_timeout_s` of silence), measures RTT as an EMA
-//! (alpha 0.2) and forwards it to its rooms, limits frame size and message rate, parses
+//! (alpha 0.2) and forwards it to its rooms, limits frame size (from each frame's header:
+//! [`crate::ws_frames`]) and message rate (control frames count like data frames), parses
 //! client messages and routes them to rooms. Rooms answer through `ToClient`.
 
 use crate::protocol::{parse, ClientMsg};
 use crate::state::AppState;
+use crate::ws_frames::{is_not_utf8, Frames};
 use actix::fut;
 use actix::prelude::*;
+use actix_http::error::PayloadError;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_web_actors::ws;
+use bytes::Bytes;
 use engine::PlayerId;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use room_actor::messages::{Notice, Out, SessionId, ToClient};
@@ -45,8 +49,9 @@ struct TokenQuery {
     token: Option<String>,
 }
 
-/// `GET /ws?token=…`: refuses an address over its upgrade limit with 429, a full node
-/// with 503, and a bad or missing token with 401, before the upgrade.
+/// `GET /ws?token=…`: refuses an address over its upgrade limit or holding its share of
+/// the node's sockets with 429, a full node with 503, and a bad or missing token with 401,
+/// before the upgrade.
 pub async fn upgrade(
     req: HttpRequest,
     stream: web::Payload,
@@ -55,6 +60,10 @@ pub async fn upgrade(
     if let Err(e) = state.limits.check(crate::limits::Kind::Socket, &req) {
         return Ok(e.into_response());
     }
+    let addr_slot = match state.limits.open_socket(&req) {
+        Ok(slot) => slot,
+        Err(e) => return Ok(e.into_response()),
+    };
     let open = state.sessions.len();
     if open >= state.settings.http.max_connections {
         info!(open, "WebSocket refused: node at http.max_connections");
@@ -101,13 +110,21 @@ pub async fn upgrade(
         fragments: None,
         ticks: 0,
         expiry_armed: false,
+        incoming: Some(Frames::new(stream, settings.max_frame_bytes)),
+        _addr_slot: addr_slot,
     };
-    let response = ws::WsResponseBuilder::new(session, &req, stream).frame_size(settings.max_frame_bytes).start();
-    if response.is_err() {
-        // The handshake failed, so no session will ever close this slot.
-        state.close_socket(&user);
-    }
-    response
+    let mut response = match ws::handshake(&req) {
+        Ok(response) => response,
+        Err(e) => {
+            // The handshake failed, so no session will ever close this slot.
+            state.close_socket(&user);
+            return Err(e.into());
+        }
+    };
+    // The context's own reader gets a body that never yields: the session reads the real
+    // one through `Frames`, added as a stream when it starts (see `ws_frames.rs` for why).
+    let unused = futures_util::stream::pending::<Result<Bytes, PayloadError>>();
+    Ok(response.streaming(ws::WebsocketContext::create(session, unused)))
 }
 
 trait IntoResponse {
@@ -148,6 +165,11 @@ pub struct WsSession {
     ticks: u64,
     /// The token's expiry is armed as a timer of its own (only in its last tick).
     expiry_armed: bool,
+    /// The socket's incoming frames, until the session starts reading them.
+    incoming: Option<Frames<web::Payload>>,
+    /// This socket's place among its client address's open sockets, given back when
+    /// the session is dropped.
+    _addr_slot: Option<crate::limits::SocketSlot>,
 }
 
 /// How often a session checks its routes to rooms (cluster mode): a safety net. A room
@@ -510,6 +532,9 @@ impl Actor for WsSession {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         ctx.set_mailbox_capacity(MAILBOX_CAPACITY);
+        if let Some(incoming) = self.incoming.take() {
+            ctx.add_stream(incoming);
+        }
         self.caller = Some(Caller {
             session: self.id,
             user: self.user.clone(),
@@ -638,14 +663,26 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
                     self.on_text(&text, ctx);
                 }
             }
-            Ok(ws::Message::Ping(bytes)) => ctx.pong(&bytes),
-            Ok(ws::Message::Pong(_)) => self.on_pong(),
+            // Control frames count against the message rate like data frames: a ping
+            // flood is answered only within the rate and closed with 1008 past it.
+            Ok(ws::Message::Ping(bytes)) => {
+                if self.within_rate(ctx) {
+                    ctx.pong(&bytes);
+                }
+            }
+            Ok(ws::Message::Pong(_)) => {
+                if self.within_rate(ctx) {
+                    self.on_pong();
+                }
+            }
             Ok(ws::Message::Binary(_)) => {
                 if self.within_rate(ctx) {
                     self.send_error(ctx, "bad_message", "텍스트(JSON) 메시지만 받아요", None, None);
                 }
             }
             Ok(ws::Message::Close(reason)) => {
+                // Counted too, but a close closes whatever the rate says.
+                let _ = self.limiter.check();
                 ctx.close(reason);
                 ctx.stop();
             }
@@ -658,6 +695,10 @@ impl StreamHandler<Result<ws::Message, ws::ProtocolError>> for WsSession {
                     description: Some("frame too large".into()),
                 }));
                 ctx.stop();
+            }
+            Err(e) if is_not_utf8(&e) => {
+                self.state.metrics.ws_errors.inc();
+                self.close_with(ctx, ws::CloseCode::Invalid, "text is not UTF-8");
             }
             Err(e) => {
                 debug!(session = self.id.0, error = %e, "protocol error");

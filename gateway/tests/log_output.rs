@@ -27,6 +27,7 @@ async fn a_node_whose_log_reader_died_serves_and_stops_on_sigterm() {
         .env("ROOMD__STORE__KIND", "memory")
         .env("ROOMD__HTTP__ADDR_RATE_PER_MIN", "100000")
         .env("ROOMD__HTTP__ADDR_BURST", "100000")
+        .env("ROOMD__HTTP__ADDR_MAX_SOCKETS", "100000")
         // Chatty on purpose: every request writes lines to the dead pipe.
         .env("ROOMD__LOG__LEVEL", "debug")
         .env_remove("ROOMD__REDIS__URL")

@@ -100,6 +100,7 @@ results
 
 Load tests from one address must raise roomd's per-address limits, e.g.
   ROOMD__HTTP__ADDR_RATE_PER_MIN=1000000 ROOMD__HTTP__ADDR_BURST=1000000
+  ROOMD__HTTP__ADDR_MAX_SOCKETS=1000000
 (and any connection cap above the sockets you open). Exit codes: 0 ok, 1 could not run,
 99 a threshold failed.";
 

@@ -29,6 +29,7 @@ export function startRoomd(extraEnv = {}) {
     // The tests open many sessions and sockets from one address.
     ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000',
     ROOMD__HTTP__ADDR_BURST: '100000',
+    ROOMD__HTTP__ADDR_MAX_SOCKETS: '100000',
     ...extraEnv,
   };
   delete env.ROOMD__REDIS__URL;

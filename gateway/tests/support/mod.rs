@@ -66,6 +66,7 @@ pub fn test_settings() -> Settings {
     s.auth.secret = Some(TEST_SECRET.into());
     s.http.addr_rate_per_min = 1_000_000;
     s.http.addr_burst = 1_000_000;
+    s.http.addr_max_sockets = 1_000_000;
     s.rooms.max_waiting_seats_per_user = 1_000;
     s.http.bind = "127.0.0.1".into();
     s.http.port = 0;

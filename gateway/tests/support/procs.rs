@@ -130,6 +130,7 @@ impl Settings {
             .set("ROOMD__LOG__LEVEL", "warn")
             .set("ROOMD__HTTP__ADDR_RATE_PER_MIN", "1000000")
             .set("ROOMD__HTTP__ADDR_BURST", "1000000")
+            .set("ROOMD__HTTP__ADDR_MAX_SOCKETS", "1000000")
             .set("ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER", "1000")
     }
 
@@ -272,6 +273,11 @@ impl Proc {
 
     pub fn running(&self) -> bool {
         self.child.is_some()
+    }
+
+    /// The running process's id (for `/proc` reads).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("the process is running")
     }
 
     /// The process has exited by itself (it is reaped).
