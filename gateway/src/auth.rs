@@ -58,7 +58,8 @@ impl Auth {
     }
 
     /// The claims of a valid token signed with our secret: unexpired, not before its
-    /// `nbf`, `exp` within the longest lifetime, `sub` and `name` of the right shape.
+    /// `nbf`, `exp` within the longest lifetime, `sub` and `name` of the right shape (the
+    /// name exactly as `names::clean_name` would store it).
     pub fn verify(&self, token: &str) -> Option<Claims> {
         let claims = match decode::<Claims>(token, &self.decoding, &self.validation) {
             Ok(d) => d.claims,
@@ -72,7 +73,9 @@ impl Auth {
             tracing::info!(sub = %claims.sub.chars().take(64).collect::<String>(), "token refused: lifetime over auth.max_token_lifetime_s");
             return None;
         }
-        if !crate::names::valid_user_id(&claims.sub) || crate::names::clean_name(&claims.name) != Some(&claims.name) {
+        if !crate::names::valid_user_id(&claims.sub)
+            || crate::names::clean_name(&claims.name).as_deref() != Some(claims.name.as_str())
+        {
             tracing::info!(
                 sub_len = claims.sub.len(),
                 name_len = claims.name.len(),
@@ -173,6 +176,27 @@ mod tests {
         }
         let passed_nbf = serde_json::json!({"sub": "u_1", "name": "도윤", "exp": now + 60, "nbf": now - 10});
         assert!(auth.verify(&forge("s3cret", passed_nbf)).is_some());
+    }
+
+    #[test]
+    fn a_name_claim_breaking_the_name_rules_is_refused() {
+        let auth = Auth::new("s3cret", 60, 3600);
+        let now = jsonwebtoken::get_current_timestamp();
+        let long = format!("a{}", "\u{0301}".repeat(32_000));
+        for name in [
+            long.as_str(),
+            "Alice\u{200b}",
+            "ｕ_0123456789abcdef",
+            "a\u{2028}b",
+            // Not in NFC: a guest session would have stored "\u{e9}".
+            "e\u{0301}",
+            "🇰🇷🇰🇷🇰🇷🇰🇷🇰🇷🇰🇷🇰🇷🇰🇷🇰🇷",
+        ] {
+            let token = forge("s3cret", serde_json::json!({"sub": "u_1", "name": name, "exp": now + 60}));
+            assert!(auth.verify(&token).is_none(), "{:?}", name.chars().take(12).collect::<String>());
+        }
+        let token = forge("s3cret", serde_json::json!({"sub": "u_1", "name": "\u{e9}", "exp": now + 60}));
+        assert!(auth.verify(&token).is_some());
     }
 
     #[test]

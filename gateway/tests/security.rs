@@ -101,6 +101,8 @@ async fn claims_the_server_relies_on_are_checked_over_http_and_websocket() {
         ("a bot's id", json!({"sub": "bot_r_0123456789ab_1", "name": "민지", "exp": t + 600})),
         ("a 10,000-character name", json!({"sub": "u_1", "name": "x".repeat(10_000), "exp": t + 600})),
         ("a bidi override", json!({"sub": "u_1", "name": "\u{202e}evil", "exp": t + 600})),
+        ("a zero-width space", json!({"sub": "u_1", "name": "민지\u{200b}", "exp": t + 600})),
+        ("a fullwidth id", json!({"sub": "u_1", "name": "ｕ_0123456789abcdef", "exp": t + 600})),
     ] {
         let token = sign(TEST_SECRET, claims);
         let (status, _) = server.get("/api/rooms", Some(&token)).await;
@@ -335,9 +337,34 @@ async fn invisible_bidi_overlong_and_id_like_names_are_refused() {
     }
     let (status, body) = server.post("/api/session", None, json!({"name": "  도윤  "})).await;
     assert_eq!((status, body["name"].as_str()), (200, Some("도윤")), "{body}");
-    // 20 flags are 20 characters to a person (40 code points).
-    let (status, _) = server.post("/api/session", None, json!({"name": "🇰🇷".repeat(20)})).await;
+    // 8 flags are 8 characters to a person in 64 bytes; a ninth is one byte too many.
+    let (status, _) = server.post("/api/session", None, json!({"name": "🇰🇷".repeat(8)})).await;
     assert_eq!(status, 200);
+    let (status, _) = server.post("/api/session", None, json!({"name": "🇰🇷".repeat(9)})).await;
+    assert_eq!(status, 400);
+}
+
+/// Issue 55, finding 6 and the look-alikes of 7: a 64 KB name of one letter under 32,000
+/// accents, a zero-width space after a name, a fullwidth id, a line separator inside.
+#[tokio::test]
+async fn heavy_zero_width_fullwidth_id_and_multiline_names_are_refused() {
+    let server = start_server();
+    let reason = "이름은 보이는 글자 1~20자로 정해 주세요";
+    for bad in [
+        format!("a{}", "\u{0301}".repeat(32_000)),
+        "Alice\u{200b}".to_owned(),
+        "ｕ_0123456789abcdef".to_owned(),
+        "ｕ＿０１２３４５６７８９ａｂｃｄｅｆ".to_owned(),
+        "Ali\u{2028}ce".to_owned(),
+    ] {
+        let shown: String = bad.chars().take(12).collect();
+        let (status, body) = server.post("/api/session", None, json!({ "name": bad })).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("bad_name")), "{shown:?}: {body}");
+        assert_eq!(body["reason"].as_str(), Some(reason), "{shown:?}");
+    }
+    // A name is stored in NFC: the decomposed and the composed spelling are one name.
+    let (status, body) = server.post("/api/session", None, json!({"name": "Jose\u{0301}"})).await;
+    assert_eq!((status, body["name"].as_str()), (200, Some("Jos\u{e9}")), "{body}");
 }
 
 // ---- 5. headers ----------------------------------------------------------------------
