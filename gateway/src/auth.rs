@@ -4,12 +4,15 @@
 //! Every claim the server relies on is checked, not only the signature: `sub` has the
 //! shape of a user id and no reserved prefix (`bot_…`), `name` is a name a guest could
 //! choose (`names`), `exp` is present and at most `auth.max_token_lifetime_s` ahead, and
-//! `nbf`, when present, has passed.
+//! `nbf`, when present, has passed. A header that names critical extensions (`crit`) is
+//! refused: roomd understands none, and jsonwebtoken ignores the parameter.
 //!
 //! There is no built-in secret: without `ROOMD__AUTH__SECRET` the embedded node uses a
 //! random one it generates on first start and keeps in its data directory
 //! ([`load_or_create_secret`]).
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
 use engine::PlayerId;
 use jsonwebtoken::{decode, encode, Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
@@ -27,6 +30,36 @@ pub struct Claims {
 
 /// Clock skew tolerated on `exp` and `nbf` (s).
 const LEEWAY_S: u64 = 5;
+
+/// Longest token header read before the signature is checked, in base64url characters.
+/// Ours is 36 (`{"typ":"JWT","alg":"HS256"}`); a few key ids and types fit many times.
+const MAX_HEADER_B64_LEN: usize = 1024;
+
+/// Why the token's header (its first segment) is refused before the signature is checked,
+/// or `None`: it must be base64url JSON of at most [`MAX_HEADER_B64_LEN`] characters
+/// without `crit`. RFC 7515 §4.1.11: a recipient that does not understand every extension
+/// a header lists as critical must refuse the token; roomd understands none, and
+/// jsonwebtoken's `Header` drops the parameter, so it is read here first.
+fn header_refusal(token: &str) -> Option<HeaderRefusal> {
+    let Some((header, _)) = token.split_once('.') else { return Some(HeaderRefusal::Unreadable) };
+    if header.len() > MAX_HEADER_B64_LEN {
+        return Some(HeaderRefusal::Unreadable);
+    }
+    let Ok(json) = URL_SAFE_NO_PAD.decode(header) else { return Some(HeaderRefusal::Unreadable) };
+    match serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&json) {
+        Ok(fields) if fields.contains_key("crit") => Some(HeaderRefusal::Crit),
+        Ok(_) => None,
+        Err(_) => Some(HeaderRefusal::Unreadable),
+    }
+}
+
+enum HeaderRefusal {
+    /// Not a JWT header, or over [`MAX_HEADER_B64_LEN`]: a forged or broken token.
+    Unreadable,
+    /// Well formed with critical extensions: most likely another login service's tokens,
+    /// which an operator should hear about.
+    Crit,
+}
 
 pub struct Auth {
     encoding: EncodingKey,
@@ -57,10 +90,21 @@ impl Auth {
         encode(&Header::new(Algorithm::HS256), &claims, &self.encoding)
     }
 
-    /// The claims of a valid token signed with our secret: unexpired, not before its
-    /// `nbf`, `exp` within the longest lifetime, `sub` and `name` of the right shape (the
-    /// name exactly as `names::clean_name` would store it).
+    /// The claims of a valid token signed with our secret: no `crit` in its header,
+    /// unexpired, not before its `nbf`, `exp` within the longest lifetime, `sub` and `name`
+    /// of the right shape (the name exactly as `names::clean_name` would store it).
     pub fn verify(&self, token: &str) -> Option<Claims> {
+        match header_refusal(token) {
+            None => {}
+            Some(HeaderRefusal::Unreadable) => {
+                tracing::debug!("token refused: header unreadable or over 1 KiB");
+                return None;
+            }
+            Some(HeaderRefusal::Crit) => {
+                tracing::info!("token refused: its header lists critical extensions (`crit`)");
+                return None;
+            }
+        }
         let claims = match decode::<Claims>(token, &self.decoding, &self.validation) {
             Ok(d) => d.claims,
             Err(e) => {
@@ -176,6 +220,32 @@ mod tests {
         }
         let passed_nbf = serde_json::json!({"sub": "u_1", "name": "도윤", "exp": now + 60, "nbf": now - 10});
         assert!(auth.verify(&forge("s3cret", passed_nbf)).is_some());
+    }
+
+    /// A token with exactly this header, signed with `secret` (jsonwebtoken's `Header`
+    /// cannot carry `crit`).
+    fn forge_with_header(secret: &str, header: serde_json::Value, claims: serde_json::Value) -> String {
+        let message =
+            format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(claims.to_string()));
+        let key = EncodingKey::from_secret(secret.as_bytes());
+        let signature = jsonwebtoken::crypto::sign(message.as_bytes(), &key, Algorithm::HS256).unwrap();
+        format!("{message}.{signature}")
+    }
+
+    #[test]
+    fn a_header_with_crit_is_refused_even_when_signed_right() {
+        let auth = Auth::new("s3cret", 60, 3600);
+        let now = jsonwebtoken::get_current_timestamp();
+        let claims = serde_json::json!({"sub": "u_1", "name": "도윤", "exp": now + 60});
+        let plain = forge_with_header("s3cret", serde_json::json!({"alg": "HS256", "typ": "JWT"}), claims.clone());
+        assert!(auth.verify(&plain).is_some(), "the hand-made token is valid without crit");
+        for header in [
+            serde_json::json!({"alg": "HS256", "typ": "JWT", "crit": ["exp"]}),
+            serde_json::json!({"alg": "HS256", "crit": []}),
+            serde_json::json!({"alg": "HS256", "kid": "k".repeat(2000)}),
+        ] {
+            assert!(auth.verify(&forge_with_header("s3cret", header.clone(), claims.clone())).is_none(), "{header}");
+        }
     }
 
     #[test]

@@ -111,6 +111,30 @@ async fn claims_the_server_relies_on_are_checked_over_http_and_websocket() {
     }
 }
 
+/// Issue 55: a header that lists critical extensions (`crit`) is refused, even with the
+/// right signature (roomd understands no extension).
+#[tokio::test]
+async fn a_token_whose_header_names_crit_is_refused_over_http_and_websocket() {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    let server = start_server();
+    let claims = json!({"sub": "u_crit", "name": "민지", "exp": now() + 600});
+    let signed = |header: Value| {
+        let message =
+            format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(claims.to_string()));
+        let key = EncodingKey::from_secret(TEST_SECRET.as_bytes());
+        let signature = jsonwebtoken::crypto::sign(message.as_bytes(), &key, jsonwebtoken::Algorithm::HS256).unwrap();
+        format!("{message}.{signature}")
+    };
+    // The same token by hand without `crit` is good: only `crit` makes the difference.
+    let plain = signed(json!({"alg": "HS256", "typ": "JWT"}));
+    assert_eq!(server.get("/api/rooms", Some(&plain)).await.0, 200);
+    let crit = signed(json!({"alg": "HS256", "typ": "JWT", "crit": ["exp"]}));
+    let (status, body) = server.get("/api/rooms", Some(&crit)).await;
+    assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")), "{body}");
+    assert_eq!(upgrade_status(WsClient::connect(server.addr, &crit).await), 401);
+}
+
 #[tokio::test]
 async fn a_socket_is_closed_when_its_token_expires() {
     let server = start_server();
