@@ -334,6 +334,15 @@ async fn the_host_removes_a_seated_player_who_is_told_why() {
     assert_eq!((e["code"].as_str(), e["room"].as_str()), (Some("removed_from_seat"), Some(room.as_str())), "{e}");
     assert!(e["reason"].as_str().unwrap().contains("방장"), "{e}");
 
+    // Issue 55: they may watch, but not sit in that room again (like a kick); others may.
+    let (status, body) = server.post(&format!("/api/rooms/{room}/seats"), Some(&guest.token), json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("removed_from_seat")), "{body}");
+    assert_eq!(body["reason"].as_str(), Some("방장이 자리에서 내보냈어요. 이 방에는 다시 앉을 수 없어요"), "{body}");
+    let sync = g.sub(&room).await;
+    assert_eq!(sync["room"].as_str(), Some(room.as_str()), "{sync}");
+    let newcomer = server.guest("새손님").await;
+    server.seat(&room, &newcomer).await;
+
     // Once the game runs, nobody is removed.
     server.start(&room, &host).await;
     let (status, body) = delete(&server, &format!("/api/rooms/{room}/seats/{}", other.id), &host.token).await;
