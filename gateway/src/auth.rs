@@ -135,8 +135,10 @@ impl Auth {
 pub const SECRET_FILE: &str = "auth-secret";
 
 /// The token secret kept in `dir/auth-secret`, created (random, 256 bits, mode 0600)
-/// if there is none yet; `(secret, path, created)`.
+/// if there is none yet; `(secret, path, created)`. The directory is created 0700, or
+/// tightened to 0700 with an older secret file tightened to 0600 (`secure_data_dir`).
 pub fn load_or_create_secret(dir: &Path) -> std::io::Result<(String, PathBuf, bool)> {
+    room_actor::file_store::secure_data_dir(dir, &[SECRET_FILE])?;
     let path = dir.join(SECRET_FILE);
     match std::fs::read_to_string(&path) {
         Ok(s) if s.trim().len() >= 32 => return Ok((s.trim().to_owned(), path, false)),
@@ -149,7 +151,6 @@ pub fn load_or_create_secret(dir: &Path) -> std::io::Result<(String, PathBuf, bo
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    std::fs::create_dir_all(dir)?;
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
     let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -285,6 +286,25 @@ mod tests {
         assert_eq!((again.as_str(), created), (first.as_str(), false));
         let other = tempfile::tempdir().unwrap();
         assert_ne!(load_or_create_secret(other.path()).unwrap().0, first);
+    }
+
+    /// Issue 55: an older node left its data directory 0755 and its secret readable by
+    /// others; the next start tightens both.
+    #[cfg(unix)]
+    #[test]
+    fn an_existing_secret_and_its_directory_are_tightened() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| format!("{:o}", std::fs::metadata(p).unwrap().permissions().mode() & 0o777);
+        let set = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+        let root = tempfile::tempdir().unwrap();
+        let data = root.path().join("data");
+        let (first, path, _) = load_or_create_secret(&data).unwrap();
+        assert_eq!((mode(&data), mode(&path)), ("700".to_owned(), "600".to_owned()));
+        set(&data, 0o755);
+        set(&path, 0o644);
+        let (again, _, created) = load_or_create_secret(&data).unwrap();
+        assert_eq!((again.as_str(), created), (first.as_str(), false));
+        assert_eq!((mode(&data), mode(&path)), ("700".to_owned(), "600".to_owned()));
     }
 
     #[test]
