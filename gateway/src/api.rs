@@ -121,7 +121,7 @@ async fn create_session(
         return Err(ApiError::bad_request(code, reason));
     };
     let user_id = format!("u_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-    let token = state.auth.mint(&user_id, name).map_err(|_| {
+    let token = state.auth.mint(&user_id, &name).map_err(|_| {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", "잠시 후 다시 시도해 주세요")
     })?;
     Ok(HttpResponse::Ok().json(json!({"userId": user_id, "token": token, "name": name})))

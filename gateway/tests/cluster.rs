@@ -781,6 +781,13 @@ async fn the_host_removes_a_seated_player_through_a_node_that_does_not_own_the_r
     assert_eq!(body["seats"].as_array().unwrap().len(), 1, "{body}");
     let told = next_where(&mut ws, 10, |m| m["t"] == "error").await.expect("the removed player is told");
     assert_eq!((told["code"].as_str(), told["room"].as_str()), (Some("removed_from_seat"), Some(room.as_str())));
+    // They may not sit there again, through either node (issue 55).
+    for node in &nodes {
+        let r = http.post(format!("{}/api/rooms/{room}/seats", node.base)).bearer_auth(&guest).send().await.unwrap();
+        let status = r.status().as_u16();
+        let body: Value = r.json().await.unwrap_or_default();
+        assert_eq!((status, body["code"].as_str()), (403, Some("removed_from_seat")), "{body}");
+    }
 }
 
 /// The cap on seats in rooms that have not started counts a user's seats on every node

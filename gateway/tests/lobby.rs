@@ -67,6 +67,7 @@ fn room(i: usize) -> RoomInfo {
         created_at: 1_800_000_000_000 + (i / 4) as i64,
         gone: vec![],
         kicked: vec![],
+        removed: vec![],
     }
 }
 

@@ -101,12 +101,38 @@ async fn claims_the_server_relies_on_are_checked_over_http_and_websocket() {
         ("a bot's id", json!({"sub": "bot_r_0123456789ab_1", "name": "민지", "exp": t + 600})),
         ("a 10,000-character name", json!({"sub": "u_1", "name": "x".repeat(10_000), "exp": t + 600})),
         ("a bidi override", json!({"sub": "u_1", "name": "\u{202e}evil", "exp": t + 600})),
+        ("a zero-width space", json!({"sub": "u_1", "name": "민지\u{200b}", "exp": t + 600})),
+        ("a fullwidth id", json!({"sub": "u_1", "name": "ｕ_0123456789abcdef", "exp": t + 600})),
     ] {
         let token = sign(TEST_SECRET, claims);
         let (status, _) = server.get("/api/rooms", Some(&token)).await;
         assert_eq!(status, 401, "{what} over HTTP");
         assert_eq!(upgrade_status(WsClient::connect(server.addr, &token).await), 401, "{what} over WebSocket");
     }
+}
+
+/// Issue 55: a header that lists critical extensions (`crit`) is refused, even with the
+/// right signature (roomd understands no extension).
+#[tokio::test]
+async fn a_token_whose_header_names_crit_is_refused_over_http_and_websocket() {
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use base64::Engine;
+    let server = start_server();
+    let claims = json!({"sub": "u_crit", "name": "민지", "exp": now() + 600});
+    let signed = |header: Value| {
+        let message =
+            format!("{}.{}", URL_SAFE_NO_PAD.encode(header.to_string()), URL_SAFE_NO_PAD.encode(claims.to_string()));
+        let key = EncodingKey::from_secret(TEST_SECRET.as_bytes());
+        let signature = jsonwebtoken::crypto::sign(message.as_bytes(), &key, jsonwebtoken::Algorithm::HS256).unwrap();
+        format!("{message}.{signature}")
+    };
+    // The same token by hand without `crit` is good: only `crit` makes the difference.
+    let plain = signed(json!({"alg": "HS256", "typ": "JWT"}));
+    assert_eq!(server.get("/api/rooms", Some(&plain)).await.0, 200);
+    let crit = signed(json!({"alg": "HS256", "typ": "JWT", "crit": ["exp"]}));
+    let (status, body) = server.get("/api/rooms", Some(&crit)).await;
+    assert_eq!((status, body["code"].as_str()), (401, Some("unauthorized")), "{body}");
+    assert_eq!(upgrade_status(WsClient::connect(server.addr, &crit).await), 401);
 }
 
 #[tokio::test]
@@ -308,6 +334,15 @@ async fn the_host_removes_a_seated_player_who_is_told_why() {
     assert_eq!((e["code"].as_str(), e["room"].as_str()), (Some("removed_from_seat"), Some(room.as_str())), "{e}");
     assert!(e["reason"].as_str().unwrap().contains("방장"), "{e}");
 
+    // Issue 55: they may watch, but not sit in that room again (like a kick); others may.
+    let (status, body) = server.post(&format!("/api/rooms/{room}/seats"), Some(&guest.token), json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("removed_from_seat")), "{body}");
+    assert_eq!(body["reason"].as_str(), Some("방장이 자리에서 내보냈어요. 이 방에는 다시 앉을 수 없어요"), "{body}");
+    let sync = g.sub(&room).await;
+    assert_eq!(sync["room"].as_str(), Some(room.as_str()), "{sync}");
+    let newcomer = server.guest("새손님").await;
+    server.seat(&room, &newcomer).await;
+
     // Once the game runs, nobody is removed.
     server.start(&room, &host).await;
     let (status, body) = delete(&server, &format!("/api/rooms/{room}/seats/{}", other.id), &host.token).await;
@@ -335,9 +370,34 @@ async fn invisible_bidi_overlong_and_id_like_names_are_refused() {
     }
     let (status, body) = server.post("/api/session", None, json!({"name": "  도윤  "})).await;
     assert_eq!((status, body["name"].as_str()), (200, Some("도윤")), "{body}");
-    // 20 flags are 20 characters to a person (40 code points).
-    let (status, _) = server.post("/api/session", None, json!({"name": "🇰🇷".repeat(20)})).await;
+    // 8 flags are 8 characters to a person in 64 bytes; a ninth is one byte too many.
+    let (status, _) = server.post("/api/session", None, json!({"name": "🇰🇷".repeat(8)})).await;
     assert_eq!(status, 200);
+    let (status, _) = server.post("/api/session", None, json!({"name": "🇰🇷".repeat(9)})).await;
+    assert_eq!(status, 400);
+}
+
+/// Issue 55, finding 6 and the look-alikes of 7: a 64 KB name of one letter under 32,000
+/// accents, a zero-width space after a name, a fullwidth id, a line separator inside.
+#[tokio::test]
+async fn heavy_zero_width_fullwidth_id_and_multiline_names_are_refused() {
+    let server = start_server();
+    let reason = "이름은 보이는 글자 1~20자로 정해 주세요";
+    for bad in [
+        format!("a{}", "\u{0301}".repeat(32_000)),
+        "Alice\u{200b}".to_owned(),
+        "ｕ_0123456789abcdef".to_owned(),
+        "ｕ＿０１２３４５６７８９ａｂｃｄｅｆ".to_owned(),
+        "Ali\u{2028}ce".to_owned(),
+    ] {
+        let shown: String = bad.chars().take(12).collect();
+        let (status, body) = server.post("/api/session", None, json!({ "name": bad })).await;
+        assert_eq!((status, body["code"].as_str()), (400, Some("bad_name")), "{shown:?}: {body}");
+        assert_eq!(body["reason"].as_str(), Some(reason), "{shown:?}");
+    }
+    // A name is stored in NFC: the decomposed and the composed spelling are one name.
+    let (status, body) = server.post("/api/session", None, json!({"name": "Jose\u{0301}"})).await;
+    assert_eq!((status, body["name"].as_str()), (200, Some("Jos\u{e9}")), "{body}");
 }
 
 // ---- 5. headers ----------------------------------------------------------------------

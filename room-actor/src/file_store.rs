@@ -11,6 +11,10 @@
 //! info is JSON, as in Redis. Finished games are deleted `retention_days` after they
 //! ended (checked at start and every hour). The database is opened with an exclusive
 //! lock: a second roomd on the same directory refuses to start.
+//!
+//! The directory holds every game's seed (and, on an embedded node without a configured
+//! secret, the token secret): it is made private to roomd's user, 0700 with its files
+//! 0600, when it is created and again at every start ([`secure_data_dir`]).
 
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
@@ -25,10 +29,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use thiserror::Error;
 use tokio::sync::oneshot;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "roomd.sqlite3";
+/// The files SQLite keeps beside the database: its write-ahead log, the log's index (not
+/// used with an exclusive lock, but an older run may have left one) and a rollback journal.
+const DB_SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
 /// Calls committed together at most (one transaction, one fsync).
 pub const MAX_BATCH: usize = 512;
 /// The schema this build writes; a database of a newer schema is refused at start.
@@ -163,9 +170,14 @@ impl FileStore {
     /// games older than `retention_days` and starts its thread. A database that does not
     /// check out is an error naming the file, never an empty start.
     pub fn open(dir: &Path, retention_days: u32) -> Result<FileStore, OpenError> {
-        std::fs::create_dir_all(dir).map_err(|source| OpenError::Dir { dir: dir.to_owned(), source })?;
+        secure_data_dir(dir, &[]).map_err(|source| OpenError::Dir { dir: dir.to_owned(), source })?;
         let file = dir.join(DB_FILE);
         let existed = file.exists();
+        if !existed {
+            // SQLite would create the file 0644 (less the umask) and gives its -wal file
+            // the database's mode: created here 0600 first, both stay private.
+            create_private_file(&file).map_err(|e| OpenError::Open { file: file.clone(), reason: e.to_string() })?;
+        }
         let conn = open_checked(&file, existed)?;
         let retention = Duration::from_secs(u64::from(retention_days) * 24 * 3600);
         let (tx, rx) = mpsc::channel::<Job>();
@@ -230,6 +242,82 @@ impl FileStore {
             map(out).ok_or_else(|| StoreError::Corrupt("unexpected answer from the store thread".into()))
         })
     }
+}
+
+/// Makes the data directory `dir` private to roomd's user: created 0700 (its parents as
+/// the umask says) or, when it exists, tightened to 0700, and the store's files in it
+/// (and `extra`, other files roomd keeps there) tightened to 0600 when others may read
+/// them. What was tightened is logged once, at info. A directory roomd does not own (a
+/// volume's root) cannot be changed: that is a warning, not a refusal to start. Elsewhere
+/// than on unix the directory is only created.
+pub fn secure_data_dir(dir: &Path, extra: &[&str]) -> std::io::Result<()> {
+    if !dir.exists() {
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut builder = std::fs::DirBuilder::new();
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        match builder.create(dir) {
+            Ok(()) => {}
+            // Another process made it meanwhile: tightened below like any existing one.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+    }
+    #[cfg(unix)]
+    {
+        let mut tightened = Vec::new();
+        tighten(dir, 0o700, &mut tightened)?;
+        let db_files = std::iter::once(DB_FILE.to_owned()).chain(DB_SIDE_FILES.iter().map(|s| format!("{DB_FILE}{s}")));
+        for name in db_files.chain(extra.iter().map(|s| (*s).to_owned())) {
+            tighten(&dir.join(name), 0o600, &mut tightened)?;
+        }
+        if !tightened.is_empty() {
+            info!(
+                dir = %dir.display(),
+                tightened = ?tightened,
+                "data directory made private to roomd's user (it holds game seeds and may hold the token secret)"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Sets `path` (followed if it is a link) to `mode` when it grants anything to group or
+/// others; a missing file is fine. Changed paths are added to `tightened`. A change the
+/// system refuses (not the owner, a read-only volume) is a warning: the store still works.
+#[cfg(unix)]
+fn tighten(path: &Path, mode: u32, tightened: &mut Vec<String>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = match std::fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let before = meta.permissions().mode() & 0o7777;
+    if before & 0o077 == 0 {
+        return Ok(());
+    }
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)) {
+        Ok(()) => tightened.push(format!("{} {before:o} -> {mode:o}", path.display())),
+        Err(e) => warn!(
+            path = %path.display(),
+            mode = format!("{before:o}"),
+            error = %e,
+            "cannot make this private to roomd's user: others may read game seeds or the token secret"
+        ),
+    }
+    Ok(())
+}
+
+/// Creates `path` empty with mode 0600 (on unix) unless it exists.
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map(drop)
 }
 
 fn done(out: Out) -> Option<()> {

@@ -54,4 +54,8 @@ pub struct RoomInfo {
     /// Users an operator kicked: they may not sit or watch here again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kicked: Vec<PlayerId>,
+    /// Users the host removed from a seat (the last [`crate::room::MAX_REMOVED`]): they may watch
+    /// but not sit here again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<PlayerId>,
 }

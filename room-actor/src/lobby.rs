@@ -104,6 +104,7 @@ mod tests {
             created_at,
             gone: vec![],
             kicked: vec![],
+            removed: vec![],
         }
     }
 

@@ -196,7 +196,8 @@ pub struct LeaveSeat {
 }
 
 /// The host removes a seated player (or bot) before the start; the removed player's
-/// sockets are told why (`removed_from_seat`) and stay subscribed as spectators.
+/// sockets are told why (`removed_from_seat`) and stay subscribed as spectators. The
+/// player may not sit in this room again (`TakeSeat` answers 403 `removed_from_seat`).
 #[derive(Message)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct RemoveSeat {

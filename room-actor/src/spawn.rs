@@ -81,6 +81,7 @@ impl GameVisitor for DescribeVisitor<'_> {
             created_at: self.now,
             gone: Vec::new(),
             kicked: Vec::new(),
+            removed: Vec::new(),
         })
     }
 }

@@ -3,7 +3,8 @@
 //! store is opened again; concurrent appends from many rooms are committed together and
 //! all land; a corrupt, truncated or foreign file is a clear error naming the file (never
 //! an empty start); one node per data directory; retention deletes old finished games
-//! only; the memory store keeps a bounded number of finished games.
+//! only; the memory store keeps a bounded number of finished games; the data directory
+//! and its files are private to roomd's user.
 
 use engine::{Actor, PlayerId, RngState, Seed};
 use room_actor::file_store::{OpenError, DB_FILE};
@@ -241,5 +242,48 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
         created_at: 5,
         gone: Vec::new(),
         kicked: Vec::new(),
+        removed: Vec::new(),
     }
+}
+
+/// Issue 55: the data directory holds every game's seed (and the token secret), yet it was
+/// 0755 and the database and its WAL 0644. New ones are made private to roomd's user, and
+/// existing ones made readable by others beforehand are tightened when the store opens.
+#[cfg(unix)]
+#[actix::test]
+async fn the_data_directory_and_its_files_are_private_to_their_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| format!("{:o}", std::fs::metadata(p).unwrap().permissions().mode() & 0o777);
+    let set = |p: &Path, m: u32| std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let wal = |dir: &Path| dir.join(format!("{DB_FILE}-wal"));
+
+    // New: the directory, the database and the WAL SQLite creates beside it.
+    let fresh = root.path().join("fresh");
+    let store = FileStore::open(&fresh, 90).unwrap();
+    store.put_room(&room_info("r_new")).await.unwrap();
+    assert_eq!(mode(&fresh), "700");
+    assert_eq!(mode(&fresh.join(DB_FILE)), "600");
+    assert!(wal(&fresh).exists(), "a store in WAL mode that took a write has its -wal file");
+    assert_eq!(mode(&wal(&fresh)), "600");
+    drop(store);
+
+    // Existing: a store an older roomd left (its meta table is what marks it as one), a
+    // -wal file beside it, all readable by everyone.
+    let old = root.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    {
+        let conn = rusqlite::Connection::open(old.join(DB_FILE)).unwrap();
+        conn.execute_batch("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);").unwrap();
+    }
+    std::fs::write(wal(&old), b"").unwrap();
+    set(&old, 0o755);
+    set(&old.join(DB_FILE), 0o644);
+    set(&wal(&old), 0o644);
+    let store = FileStore::open(&old, 90).unwrap();
+    store.put_room(&room_info("r_old")).await.unwrap();
+    assert_eq!(mode(&old), "700");
+    assert_eq!(mode(&old.join(DB_FILE)), "600");
+    assert_eq!(mode(&wal(&old)), "600");
+    assert!(store.room("r_old").await.unwrap().is_some());
 }

@@ -151,6 +151,67 @@ async fn host_controls_bots_and_start_and_seats_are_bounded() {
     assert_eq!(again.unwrap_err().code, "already_started");
 }
 
+/// Issue 55: a player the host removed from a seat could sit straight back down. They
+/// may watch, never sit in that room again, also once the room is restored elsewhere from
+/// its saved info (as after a failover); a removed bot's place is the host's to refill.
+#[actix::test]
+async fn a_player_the_host_removed_cannot_sit_again_even_after_a_restore() {
+    use room_actor::messages::{RemoveSeat, TakeSeat};
+    use room_actor::room::RoomActor;
+    let node = Node::new(Clock::System);
+    let room = node.room("rm", "tally", json!({}), "alice", 60);
+    seat(&room, "bob").await;
+    seat(&room, "carol").await;
+    add_bot(&room, "alice").await;
+    room.remove_seat().send(RemoveSeat { by: "alice".into(), user: "bob".into() }).await.unwrap().unwrap();
+    let sit = |room: &room_actor::RoomHandle, user: &str| {
+        room.take_seat().send(TakeSeat { user: user.into(), name: user.into(), bot: false })
+    };
+    let refused = sit(&room, "bob").await.unwrap().unwrap_err();
+    assert_eq!((refused.status, refused.code.as_ref()), (403, "removed_from_seat"), "{refused:?}");
+    assert!(refused.reason.contains("방장"), "{refused:?}");
+    // Watching is still allowed: a subscription gets the room's view, no error.
+    let mut bob = Client::new(2, "bob");
+    bob.subscribe(&room);
+    assert_eq!(bob.next_of("sync").await["room"], "rm");
+    // A bot the host removed is replaced by another bot at the host's word.
+    room.remove_seat().send(RemoveSeat { by: "alice".into(), user: "bot_rm_1".into() }).await.unwrap().unwrap();
+    add_bot(&room, "alice").await;
+    // Others are unaffected.
+    room.leave_seat().send(room_actor::messages::LeaveSeat { user: "carol".into() }).await.unwrap().unwrap();
+    sit(&room, "carol").await.unwrap().unwrap();
+
+    // The room comes back on another node from its saved info: bob is still refused.
+    room.info().send(GetInfo).await.unwrap();
+    let info = node.store.room("rm").await.unwrap().expect("room info saved");
+    let restored = RoomActor::<Tally>::restore(info, None, node.deps.clone(), None).unwrap().spawn();
+    let refused = sit(&restored, "bob").await.unwrap().unwrap_err();
+    assert_eq!(refused.code, "removed_from_seat", "{refused:?}");
+    sit(&restored, "dave").await.unwrap().unwrap();
+}
+
+/// The list of removed players is bounded (it travels in every copy of the room's info):
+/// past `MAX_REMOVED` the oldest is forgotten.
+#[actix::test]
+async fn a_room_remembers_the_last_players_its_host_removed() {
+    use room_actor::messages::{RemoveSeat, TakeSeat};
+    use room_actor::room::MAX_REMOVED;
+    let node = Node::new(Clock::System);
+    let room = node.room("rm-many", "tally", json!({}), "alice", 60);
+    for i in 0..=MAX_REMOVED {
+        seat(&room, &format!("p{i}")).await;
+        room.remove_seat()
+            .send(RemoveSeat { by: "alice".into(), user: format!("p{i}").into() })
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    let sit = |user: &str| room.take_seat().send(TakeSeat { user: user.into(), name: user.into(), bot: false });
+    assert_eq!(sit("p1").await.unwrap().unwrap_err().code, "removed_from_seat");
+    assert_eq!(sit(&format!("p{MAX_REMOVED}")).await.unwrap().unwrap_err().code, "removed_from_seat");
+    sit("p0").await.unwrap().unwrap();
+}
+
 #[actix::test]
 async fn a_restored_room_continues_its_game_and_dedupes_old_retries() {
     use room_actor::room::RoomActor;

@@ -142,6 +142,7 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
         created_at: 5,
         gone: Vec::new(),
         kicked: Vec::new(),
+        removed: Vec::new(),
     }
 }
 

@@ -73,6 +73,7 @@ impl<G: Game> RoomActor<G> {
         actor.config.created_at = info.created_at;
         actor.pipeline.lease = lease;
         actor.admin.kicked = info.kicked.clone();
+        actor.lobby.removed = info.removed.clone();
         actor.admin.closed = info.status == RoomStatus::Ended && stored.is_none();
         if let Some(stored) = &stored {
             let skip = stored.entries.len().saturating_sub(RECENT_ENTRIES);
@@ -164,6 +165,7 @@ impl<G: Game> RoomActor<G> {
                 gone
             },
             kicked: self.admin.kicked.clone(),
+            removed: self.lobby.removed.clone(),
         }
     }
 

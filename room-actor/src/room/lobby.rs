@@ -24,18 +24,28 @@ pub(super) struct Lobby {
     pub(super) seats: Vec<Seat>,
     /// The start entry is being stored: the seats are frozen, no input is taken yet.
     pub(super) starting: bool,
+    /// Players the host removed from a seat, oldest first: they may watch but never sit
+    /// here again (saved with the room's info, so a restart or a failover keeps them out).
+    /// At most [`MAX_REMOVED`], the oldest forgotten first, since the list travels in every
+    /// copy of the info (lobby pages, `room` frames).
+    pub(super) removed: Vec<PlayerId>,
 }
 
 impl Lobby {
     pub(super) fn new(host_seat: Seat, host: PlayerId) -> Lobby {
-        Lobby { host, seats: vec![host_seat], starting: false }
+        Lobby { host, seats: vec![host_seat], starting: false, removed: Vec::new() }
     }
 }
+
+/// Most players a room remembers as removed by its host; past it the oldest is forgotten.
+pub const MAX_REMOVED: usize = 32;
 
 pub(super) const NOT_WAITING: RoomOpError = RoomOpError::new(409, "already_started", "이미 시작한 방이에요");
 const NOT_HOST: RoomOpError = RoomOpError::new(403, "not_host", "방장만 할 수 있어요");
 const ROOM_FULL: RoomOpError = RoomOpError::new(409, "room_full", "자리가 없어요");
 pub(super) const KICKED_REASON: &str = "운영자가 이 방에서 내보냈어요. 이 방에는 다시 들어올 수 없어요";
+const REMOVED: RoomOpError =
+    RoomOpError::new(403, "removed_from_seat", "방장이 자리에서 내보냈어요. 이 방에는 다시 앉을 수 없어요");
 
 impl<G: Game> RoomActor<G> {
     pub(super) fn is_seated(&self, user: &PlayerId) -> bool {
@@ -61,6 +71,9 @@ impl<G: Game> Handler<TakeSeat> for RoomActor<G> {
         }
         if self.admin.kicked.contains(&msg.user) {
             return Err(RoomOpError::new(403, "kicked", KICKED_REASON));
+        }
+        if self.lobby.removed.contains(&msg.user) {
+            return Err(REMOVED);
         }
         let max = G::players_for(&self.config.options).max;
         if msg.bot {
@@ -153,6 +166,14 @@ impl<G: Game> Handler<RemoveSeat> for RoomActor<G> {
         }
         if !self.is_seated(&msg.user) {
             return Err(RoomOpError::new(404, "not_seated", "이 방에 앉아 있지 않아요"));
+        }
+        // A bot's id names its place, not anyone: the host may add a bot again. (A removed
+        // player is never seated again, so nobody is listed twice.)
+        if !self.is_bot(&msg.user) {
+            if self.lobby.removed.len() >= MAX_REMOVED {
+                self.lobby.removed.remove(0);
+            }
+            self.lobby.removed.push(msg.user.clone());
         }
         self.lobby.seats.retain(|s| s.user != msg.user);
         info!(room = %self.id, user = %msg.user, "host removed a seated player");

@@ -30,6 +30,7 @@ mod stall;
 mod timers;
 
 pub use clock::Clock;
+pub use lobby::MAX_REMOVED;
 
 use crate::directory::Directory;
 use crate::log::StartEntry;
