@@ -426,7 +426,7 @@ async fn a_link_given_up_on_a_stalled_receiver_never_delivers_a_frame_after_what
         let len = stream.read_u32_le().await.ok()? as usize;
         let mut frame = vec![0u8; len];
         stream.read_exact(&mut frame).await.ok()?;
-        bus::accept_frame(&frame, &frame_metrics)
+        bus::accept_frame(&frame, bus::FrameSource::Link, &frame_metrics)
     };
     let mut gate = Gate::default();
     let mut seen = Vec::new();

@@ -496,7 +496,7 @@ async fn read_frames(
             return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a frame of {len} bytes")));
         }
         let accepted = if let Some(frame) = stream.buffer().get(..len) {
-            let accepted = bus::accept_frame(frame, metrics);
+            let accepted = bus::accept_frame(frame, bus::FrameSource::Link, metrics);
             stream.consume(len);
             accepted
         } else {
@@ -508,7 +508,7 @@ async fn read_frames(
             if spill.len() < len {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the link closed within a frame"));
             }
-            bus::accept_frame(&spill, metrics)
+            bus::accept_frame(&spill, bus::FrameSource::Link, metrics)
         };
         if let Some(acks) = acks {
             acks.frame_read();
