@@ -40,16 +40,6 @@ pub fn encode_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, S
     frame::frame_within(0, 0, envelopes, at).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-/// [`encode_frame`] behind its length (4 bytes, little-endian), as a peer link carries it
-/// (`link.rs`), built in one buffer.
-pub fn encode_link_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
-    let mut framed = frame::frame_within(4, 0, envelopes, at).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    let len = u32::try_from(framed.len() - 4)
-        .map_err(|_| StoreError::Corrupt(format!("a bus frame of {} bytes", framed.len())))?;
-    framed[..4].copy_from_slice(&len.to_le_bytes());
-    Ok(framed)
-}
-
 pub fn channel(prefix: &str, node: &str) -> String {
     format!("{prefix}:bus:{node}")
 }
