@@ -38,6 +38,9 @@ use std::sync::OnceLock;
 #[path = "../../gateway/src/protocol.rs"]
 pub mod protocol;
 
+/// The decoders of frames from other nodes (the `bus_frame` and `link_frame` targets).
+pub mod frames;
+
 /// Start of simulated time.
 pub const START: i64 = 1_700_000_000_000;
 /// Bytes before the action.

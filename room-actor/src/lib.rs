@@ -27,6 +27,7 @@
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`threads`]: the node's worker threads (where a cluster node runs its bus receiver).
+//! - [`summary`]: warnings anyone on the network can repeat, logged once per period.
 
 pub mod cluster;
 pub mod dedupe;
@@ -52,6 +53,7 @@ pub mod room_ref;
 pub mod sessions;
 pub mod spawn;
 pub mod store;
+pub mod summary;
 pub mod threads;
 pub mod wire;
 

@@ -136,14 +136,12 @@ pub fn encode_body_into<T: Serialize>(value: &T, out: &mut Vec<u8>) -> Result<()
         .map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
-/// Decodes bare bincode; every byte must be used.
+/// Decodes bare bincode; every byte must be used. Stored values come back from Redis (or
+/// a file), so every length in them is bounded by the bytes read before anything is
+/// allocated for it, as in bus frames (`cluster::frame::decode_bounded`, whose
+/// configuration is this one's with a limit).
 pub fn decode_body<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, StoreError> {
-    let (value, read) =
-        bincode::serde::decode_from_slice(bytes, config()).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-    if read != bytes.len() {
-        return Err(StoreError::Corrupt(format!("{} trailing bytes", bytes.len() - read)));
-    }
-    Ok(value)
+    crate::cluster::frame::decode_bounded(bytes).map_err(StoreError::Corrupt)
 }
 
 #[cfg(test)]

@@ -145,15 +145,8 @@ pub struct RttSample {
 #[rtype(result = "RoomInfo")]
 pub struct GetInfo;
 
-/// A room operation failed: the one error of every request verb, whether the room
-/// answered here or on another node (it travels in bus replies as it is). `status` is
-/// the HTTP status, `code` stable English, `reason` Korean for people.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct RoomOpError {
-    pub status: u16,
-    pub code: Cow<'static, str>,
-    pub reason: Cow<'static, str>,
-}
+/// A room operation failed (defined with the bus frames that carry it between nodes).
+pub use crate::cluster::frame::RoomOpError;
 
 impl RoomOpError {
     pub const fn new(status: u16, code: &'static str, reason: &'static str) -> RoomOpError {

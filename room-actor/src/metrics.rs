@@ -34,6 +34,11 @@ pub struct RoomMetrics {
     /// Bus frames dropped (malformed, truncated, another roomd version, or read from a
     /// peer link after its sender gave it up).
     pub bus_dropped: IntCounter,
+    /// Frames that did not decode (`source="bus"`: from Redis) or failed their peer link's
+    /// check (`source="link"`: a changed, replayed, dropped or reordered frame or
+    /// acknowledgement, an impossible length, or a frame that did not decode). Each is
+    /// dropped (and also counted in `bus_dropped`); a link's ends its link.
+    pub bad_frames: IntCounterVec,
     /// Bus frames this node sent, by path: `link` (a peer link) or `redis` (pub/sub).
     pub bus_frames_sent: IntCounterVec,
     /// Peer links this node refused (no proof of the cluster's secret, another node's
@@ -97,6 +102,13 @@ impl RoomMetrics {
                 "roomd_bus_dropped_total",
                 "bus frames dropped as malformed or foreign, or read from a peer link after its sender gave it up",
             )?,
+            bad_frames: IntCounterVec::new(
+                Opts::new(
+                    "roomd_bad_frames_total",
+                    "frames dropped because they did not decode (bus: from Redis) or failed a peer link's check (link)",
+                ),
+                &["source"],
+            )?,
             bus_frames_sent: IntCounterVec::new(
                 Opts::new("roomd_bus_frames_sent_total", "bus frames sent to other nodes, by path (link or redis)"),
                 &["path"],
@@ -134,6 +146,11 @@ impl RoomMetrics {
         registry.register(Box::new(m.drains.clone()))?;
         registry.register(Box::new(m.bus_lag.clone()))?;
         registry.register(Box::new(m.bus_dropped.clone()))?;
+        // Both sources exported from the start (at 0), so an alert on them has a series.
+        for source in ["bus", "link"] {
+            m.bad_frames.with_label_values(&[source]);
+        }
+        registry.register(Box::new(m.bad_frames.clone()))?;
         // Both paths exported from the start (at 0), so a rate over them is never empty.
         for path in ["link", "redis"] {
             m.bus_frames_sent.with_label_values(&[path]);

@@ -420,13 +420,18 @@ async fn a_link_given_up_on_a_stalled_receiver_never_delivers_a_frame_after_what
         cs
     });
     let last = tokio::time::timeout(Duration::from_secs(60), sender).await.expect("the sender finished").unwrap();
-    let (mut stream, link_id) = taken.await.unwrap();
+    let (mut stream, link_id, mut check) = taken.await.unwrap();
     let frame_metrics = RoomMetrics::unregistered().unwrap();
+    // One frame as the link carries it: its length, the bus frame and its tag, checked.
     let mut read_link_frame = async move || -> Option<bus::Delivered> {
-        let len = stream.read_u32_le().await.ok()? as usize;
-        let mut frame = vec![0u8; len];
-        stream.read_exact(&mut frame).await.ok()?;
-        bus::accept_frame(&frame, &frame_metrics)
+        let mut written = stream.read_u32_le().await.ok()?.to_le_bytes().to_vec();
+        let len = written.len() + u32::from_le_bytes(written[..4].try_into().ok()?) as usize;
+        written.resize(len, 0);
+        stream.read_exact(&mut written[4..]).await.ok()?;
+        let mut tag = [0u8; room_actor::cluster::link_wire::TAG];
+        stream.read_exact(&mut tag).await.ok()?;
+        check.check(&written, &tag).ok()?;
+        bus::accept_frame(&written[4..], bus::FrameSource::Link, &frame_metrics)
     };
     let mut gate = Gate::default();
     let mut seen = Vec::new();
@@ -508,7 +513,7 @@ async fn a_peer_address_that_never_answers_delays_no_frame() {
     // The whole hello: magic, two ids with their lengths, the link id, the nonce.
     let mut hello = [0u8; 4 + 7 + 7 + 8 + 16];
     std::io::Read::read_exact(&mut pending, &mut hello).unwrap();
-    assert_eq!(&hello[..4], b"RDL2");
+    assert_eq!(&hello[..4], b"RDL3");
     let mut rest = [0u8; 16];
     let more = std::io::Read::read(&mut pending, &mut rest);
     let still_open =

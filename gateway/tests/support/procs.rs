@@ -271,6 +271,11 @@ impl Proc {
         self.base.trim_start_matches("http://").parse().unwrap()
     }
 
+    /// The process id while it runs (its `/proc/<pid>` for what it holds).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     pub fn running(&self) -> bool {
         self.child.is_some()
     }

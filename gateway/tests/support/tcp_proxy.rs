@@ -1,8 +1,10 @@
 //! A TCP proxy in front of a node's peer-link port or its Redis, so a test can make the
 //! connections through it die without closing: what a partition, a host gone behind a
-//! stable address, or a firewall that forgets a connection looks like to both ends.
+//! stable address, or a firewall that forgets a connection looks like to both ends. Or a
+//! relay that changes what passes it (`Proxy::rewriting`): what a hop on the link path
+//! that is not to be trusted can do.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -16,6 +18,8 @@ const OPENING: usize = 4096;
 struct Conn {
     /// Set: it passes nothing either way.
     hole: Arc<AtomicBool>,
+    /// Set: a rewriting proxy rewrites what its client sends.
+    tamper: Arc<AtomicBool>,
     /// The first bytes its client sent.
     opening: Arc<Mutex<Vec<u8>>>,
 }
@@ -25,35 +29,68 @@ pub struct Proxy {
     /// the host and port of its `ROOMD__REDIS__URL`).
     pub addr: String,
     conns: Arc<Mutex<Vec<Conn>>>,
+    /// How many times a rewriting proxy replaced its needle.
+    pub rewritten: Arc<AtomicUsize>,
     accepting: JoinHandle<()>,
+}
+
+/// What a rewriting proxy replaces, client to server, in the connections it was told to
+/// tamper with: every `needle` (within one read) by `replacement`, of the same length.
+#[derive(Clone)]
+struct Rewrite {
+    needle: Vec<u8>,
+    replacement: Vec<u8>,
+    count: Arc<AtomicUsize>,
 }
 
 impl Proxy {
     /// Listens on a free loopback port and forwards each connection to `upstream`.
     pub async fn start(upstream: String) -> Proxy {
+        Proxy::launch(upstream, None).await
+    }
+
+    /// [`Proxy::start`], but once [`Proxy::tamper`] is called, every `needle` the client of
+    /// a connection open then sends is replaced by `replacement` (the same length) on its
+    /// way to `upstream`; connections made later pass unchanged.
+    pub async fn rewriting(upstream: String, needle: &[u8], replacement: &[u8]) -> Proxy {
+        assert_eq!(needle.len(), replacement.len(), "a rewrite keeps every length");
+        let rewrite = Rewrite { needle: needle.to_vec(), replacement: replacement.to_vec(), count: Arc::default() };
+        Proxy::launch(upstream, Some(rewrite)).await
+    }
+
+    async fn launch(upstream: String, rewrite: Option<Rewrite>) -> Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let conns: Arc<Mutex<Vec<Conn>>> = Arc::default();
+        let rewritten = rewrite.as_ref().map(|r| r.count.clone()).unwrap_or_default();
         let taken = conns.clone();
         let accepting = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = TcpStream::connect(&upstream).await else { continue };
                 let _ = (client.set_nodelay(true), server.set_nodelay(true));
-                let conn = Conn { hole: Arc::default(), opening: Arc::default() };
+                let conn = Conn { hole: Arc::default(), tamper: Arc::default(), opening: Arc::default() };
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
-                tokio::spawn(pump(client_read, server_write, conn.hole.clone(), Some(conn.opening.clone())));
-                tokio::spawn(pump(server_read, client_write, conn.hole.clone(), None));
+                let rewrite = rewrite.clone().map(|r| (r, conn.tamper.clone()));
+                tokio::spawn(pump(client_read, server_write, conn.hole.clone(), Some(conn.opening.clone()), rewrite));
+                tokio::spawn(pump(server_read, client_write, conn.hole.clone(), None, None));
                 taken.lock().unwrap().push(conn);
             }
         });
-        Proxy { addr, conns, accepting }
+        Proxy { addr, conns, rewritten, accepting }
     }
 
     /// From now on the connections open now pass nothing either way, and never close;
     /// connections made later pass as before. How many it holed.
     pub fn black_hole(&self) -> usize {
         self.black_hole_where(|_| true)
+    }
+
+    /// From now on a rewriting proxy rewrites what the clients of the connections open now
+    /// send; how many connections that is.
+    pub fn tamper(&self) -> usize {
+        let conns = self.conns.lock().unwrap();
+        conns.iter().filter(|conn| !conn.tamper.swap(true, Ordering::Relaxed)).count()
     }
 
     /// [`Proxy::black_hole`] for the open connections whose client's first bytes satisfy
@@ -77,12 +114,14 @@ impl Drop for Proxy {
 }
 
 /// Copies `from` to `to` until `from` ends (then ends `to`), keeping the first bytes in
-/// `opening`; once `hole` is set, swallows what comes and keeps both ends open.
+/// `opening` and applying `rewrite`; once `hole` is set, swallows what comes and keeps
+/// both ends open.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     hole: Arc<AtomicBool>,
     opening: Option<Arc<Mutex<Vec<u8>>>>,
+    rewrite: Option<(Rewrite, Arc<AtomicBool>)>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -98,6 +137,14 @@ async fn pump(
             let mut opening = opening.lock().unwrap();
             let room = OPENING.saturating_sub(opening.len()).min(n);
             opening.extend_from_slice(&buf[..room]);
+        }
+        if let Some((r, _)) = rewrite.as_ref().filter(|(_, on)| on.load(Ordering::Relaxed)) {
+            let mut at = 0;
+            while let Some(found) = buf[at..n].windows(r.needle.len()).position(|w| w == r.needle.as_slice()) {
+                buf[at + found..at + found + r.needle.len()].copy_from_slice(&r.replacement);
+                r.count.fetch_add(1, Ordering::Relaxed);
+                at += found + r.needle.len();
+            }
         }
         if n == 0 || to.write_all(&buf[..n]).await.is_err() {
             return;

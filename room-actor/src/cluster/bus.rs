@@ -9,182 +9,35 @@
 //! flight as one frame.
 //!
 //! A frame on the wire is `[FRAME_VERSION][sent_at: u64 LE, µs since the Unix epoch]`
-//! followed by the bincode envelopes (a `Vec<Envelope>`, in order). The version byte lets a node recognise (and drop,
-//! with a clear log line) frames from an incompatible roomd during a rolling upgrade; the
-//! timestamp gives `roomd_bus_lag_seconds`, the publish→deliver lag (across hosts it
-//! includes their clock offset, so keep nodes on NTP).
+//! followed by the bincode envelopes (a `Vec<Envelope>`, in order; `frame.rs`). The
+//! version byte lets a node recognise (and drop, with a clear log line) frames from an
+//! incompatible roomd during a rolling upgrade; the timestamp gives
+//! `roomd_bus_lag_seconds`, the publish→deliver lag (across hosts it includes their
+//! clock offset, so keep nodes on NTP). Anything that can publish on a node's channel can
+//! put bytes there: a frame that does not decode is dropped and counted
+//! (`roomd_bad_frames_total{source="bus"}`), its warning summarised (`summary.rs`), and
+//! the subscription reads on.
 
+use super::frame;
 use crate::error::StoreError;
-// Frames carry their own version byte: the envelope inside is bare bincode.
-use crate::log::{decode_body as decode, encode_body_into as encode_into};
-use crate::messages::{ByteString, RoomOpError};
 use crate::metrics::RoomMetrics;
 use crate::redis_cluster::ClusterHealth;
 use crate::redis_conn::{RedisTarget, ThreadConns};
+use crate::summary::{Summarised, SUMMARY_EVERY};
 use futures_util::StreamExt;
 use redis::{PushInfo, PushKind, Value};
-use serde::{Deserialize, Serialize};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 use tokio::sync::{mpsc, watch};
 use tracing::warn;
 
-/// A command for a room, from a gateway on another node.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum RoomCmd {
-    Subscribe { session: u64, user: String },
-    Unsubscribe { session: u64 },
-    Act { session: u64, user: String, cs: u64, action_json: String },
-    Rtt { user: String, rtt_ms: u32 },
-    Info { req: u64 },
-    TakeSeat { req: u64, user: String, name: String, bot: bool },
-    LeaveSeat { req: u64, user: String },
-    Start { req: u64, user: String },
-    RemoveSeat { req: u64, by: String, user: String },
-    // Operators' verbs.
-    Close { req: u64, reason: String },
-    Kick { req: u64, user: String, reason: String },
-    Inspect { req: u64 },
-}
-
-/// A command for a node itself (operators), not for one of its rooms.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum NodeCmd {
-    /// Drain exactly as on SIGTERM; `by` is the operator's fingerprint for the audit log.
-    Drain { req: u64, by: String },
-}
-
-/// The answer to a request (`req`) a node made.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Reply {
-    /// Room info as JSON.
-    Info(String),
-    /// Room info as JSON after a seat change, or why not.
-    Seat(Result<String, RoomOpError>),
-    /// The new game's pk, or why not.
-    Start(Result<String, RoomOpError>),
-    /// The room is not on the asked node (moved, or unknown): look it up again.
-    NotHere,
-    /// An operator's verb: its JSON answer, or why not.
-    Admin(Result<String, RoomOpError>),
-    /// A node command was accepted.
-    Accepted,
-}
-
-/// One message for one session on the receiving node.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SessionFrame {
-    pub session: u64,
-    /// Its text: an index into the envelope's `texts` (sessions shown the same update
-    /// share one text).
-    pub text: u32,
-    /// Close the socket after this message.
-    pub close: bool,
-    /// The frame's room when it is a `room_moved`/`room_unavailable` (the session's route
-    /// to it is stale; see `ToClient::stale_route`).
-    pub stale_route: Option<String>,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum Envelope {
-    Room {
-        room: String,
-        from: String,
-        cmd: RoomCmd,
-    },
-    /// `texts` are the frames' texts as the rooms built them (bincode writes them as
-    /// strings): a text crosses without a copy into a `String` on either side.
-    Sessions {
-        texts: Vec<ByteString>,
-        items: Vec<SessionFrame>,
-    },
-    Reply {
-        req: u64,
-        reply: Reply,
-    },
-    Node {
-        from: String,
-        cmd: NodeCmd,
-    },
-    /// The last frame `from` publishes through Redis before it sends on its new peer link
-    /// `link` (`link.rs`): that link's frames wait for this. Appended last, so the other
-    /// variants keep their encoding; only sent to nodes that advertise links (this build
-    /// or newer), so the frame version stays.
-    Link {
-        from: String,
-        link: u64,
-    },
-    /// The first frame `from` publishes through Redis after it gave up its peer link
-    /// `link` (a write failed or timed out): the receiver drops whatever of that link it
-    /// has not taken yet, so nothing written on the link comes after what follows through
-    /// Redis (it is lost instead, as a pub/sub message is when a subscription drops).
-    /// Appended last and sent in a frame of its own, for the same reasons as `Link`.
-    Unlink {
-        from: String,
-        link: u64,
-    },
-}
-
-/// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
-/// 3: `SessionText.stale_route` (a typed flag instead of scanning frames for codes).
-/// 4: a frame carries a batch of envelopes; session frames share their texts.
-pub const FRAME_VERSION: u8 = 4;
-const HEADER: usize = 9;
-
-fn unix_micros(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH).map(|d| d.as_micros().min(u128::from(u64::MAX)) as u64).unwrap_or(0)
-}
+pub use super::frame::{
+    decode_frame, Envelope, FrameError, NodeCmd, Reply, RoomCmd, SessionFrame, FRAME_VERSION, HEADER,
+};
 
 /// Frames `envelopes` (delivered in this order) as sent at `at`.
 pub fn encode_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
-    frame_after(0, envelopes, at)
-}
-
-/// [`encode_frame`] behind its length (4 bytes, little-endian), as a peer link carries it
-/// (`link.rs`), built in one buffer.
-pub fn encode_link_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
-    let mut framed = frame_after(4, envelopes, at)?;
-    let len = u32::try_from(framed.len() - 4)
-        .map_err(|_| StoreError::Corrupt(format!("a bus frame of {} bytes", framed.len())))?;
-    framed[..4].copy_from_slice(&len.to_le_bytes());
-    Ok(framed)
-}
-
-/// The frame of `envelopes` after `room` zero bytes the caller fills in, in one buffer:
-/// the header, then the envelopes written in place (no second buffer and copy).
-fn frame_after(room: usize, envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
-    let mut frame = Vec::with_capacity(room + HEADER + 256);
-    frame.resize(room, 0);
-    frame.push(FRAME_VERSION);
-    frame.extend_from_slice(&unix_micros(at).to_le_bytes());
-    encode_into(&envelopes, &mut frame)?;
-    Ok(frame)
-}
-
-/// Why a frame was dropped.
-#[derive(Debug, PartialEq, Eq)]
-pub enum FrameError {
-    /// Shorter than the header.
-    Truncated,
-    /// Another roomd version's frame.
-    Version(u8),
-    /// The envelope does not decode.
-    Malformed(String),
-}
-
-/// Decodes a frame into its envelopes and the time it was published.
-pub fn decode_frame(bytes: &[u8]) -> Result<(Vec<Envelope>, SystemTime), FrameError> {
-    if bytes.len() < HEADER {
-        return Err(FrameError::Truncated);
-    }
-    if bytes[0] != FRAME_VERSION {
-        return Err(FrameError::Version(bytes[0]));
-    }
-    let mut stamp = [0u8; 8];
-    stamp.copy_from_slice(&bytes[1..HEADER]);
-    let sent = UNIX_EPOCH + Duration::from_micros(u64::from_le_bytes(stamp));
-    let envelopes = decode::<Vec<Envelope>>(&bytes[HEADER..]).map_err(|e| FrameError::Malformed(e.to_string()))?;
-    Ok((envelopes, sent))
+    frame::frame_within(0, 0, envelopes, at).map_err(|e| StoreError::Corrupt(e.to_string()))
 }
 
 pub fn channel(prefix: &str, node: &str) -> String {
@@ -235,9 +88,37 @@ pub struct Delivered {
     pub lag: Duration,
 }
 
-/// Decodes one frame from the channel, recording its lag; a bad one is logged, counted
-/// and dropped, never allowed to take the node down.
-pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
+/// Where a frame came from, for `roomd_bad_frames_total{source}` and the log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameSource {
+    /// This node's channel on Redis.
+    Bus,
+    /// A peer link (after its frame's tag was checked: `link_wire.rs`).
+    Link,
+}
+
+impl FrameSource {
+    pub fn label(self) -> &'static str {
+        match self {
+            FrameSource::Bus => "bus",
+            FrameSource::Link => "link",
+        }
+    }
+}
+
+/// Bus frames dropped because they did not decode: anyone who can publish on a node's
+/// channel can send them as fast as Redis takes them.
+static DROPPED: Summarised = Summarised::new(|count, last| {
+    if count == 1 {
+        warn!(frame = last, "bus frame dropped");
+    } else {
+        warn!(count, last, "bus frames dropped in the last {SUMMARY_EVERY:?}");
+    }
+});
+
+/// Decodes one frame from `source`, recording its lag; a bad one is logged (summarised),
+/// counted and dropped, never allowed to take the node down.
+pub fn accept_frame(bytes: &[u8], source: FrameSource, metrics: &RoomMetrics) -> Option<Delivered> {
     match decode_frame(bytes) {
         Ok((envelopes, sent)) => {
             // A sender whose clock is ahead gives a negative lag: recorded as zero.
@@ -247,17 +128,21 @@ pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
         }
         Err(e) => {
             metrics.bus_dropped.inc();
-            match e {
-                FrameError::Version(v) => warn!(
-                    version = v,
-                    ours = FRAME_VERSION,
-                    "bus frame from an incompatible roomd version dropped (mixed versions in one cluster?)"
-                ),
-                FrameError::Truncated => warn!(len = bytes.len(), "truncated bus frame dropped"),
-                FrameError::Malformed(error) => {
-                    warn!(error = %error, len = bytes.len(), "malformed bus envelope dropped")
-                }
+            // Another version's frame is a rolling upgrade, not a bad frame: counted as
+            // dropped only.
+            if !matches!(e, FrameError::Version(_)) {
+                metrics.bad_frames.with_label_values(&[source.label()]).inc();
             }
+            let len = bytes.len();
+            let source = source.label();
+            DROPPED.warn(|| match e {
+                FrameError::Version(v) => format!(
+                    "from {source}, {len} bytes: bus version {v}, this roomd speaks {FRAME_VERSION} \
+                     (mixed versions in one cluster?)"
+                ),
+                FrameError::Truncated => format!("from {source}, {len} bytes: truncated"),
+                FrameError::Malformed(error) => format!("from {source}, {len} bytes: malformed: {error}"),
+            });
             None
         }
     }
@@ -367,7 +252,7 @@ enum Listened {
 pub const PING_EVERY: Duration = Duration::from_secs(1);
 
 fn forward(bytes: &[u8], tx: &mpsc::UnboundedSender<Delivered>, metrics: &RoomMetrics) -> bool {
-    match accept_frame(bytes, metrics) {
+    match accept_frame(bytes, FrameSource::Bus, metrics) {
         Some(delivered) => tx.send(delivered).is_ok(),
         None => true,
     }
@@ -505,7 +390,9 @@ async fn listen_sharded(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::encode_body as encode;
+    use crate::log::{decode_body as decode, encode_body as encode};
+    use crate::messages::{ByteString, RoomOpError};
+    use serde::Serialize;
 
     fn metrics() -> RoomMetrics {
         RoomMetrics::unregistered().unwrap()
@@ -513,7 +400,7 @@ mod tests {
 
     /// The one envelope of a frame.
     fn accepted(bytes: &[u8], metrics: &RoomMetrics) -> Option<Envelope> {
-        let mut envelopes = accept_frame(bytes, metrics)?.envelopes;
+        let mut envelopes = accept_frame(bytes, FrameSource::Bus, metrics)?.envelopes;
         assert_eq!(envelopes.len(), 1);
         envelopes.pop()
     }
@@ -562,6 +449,8 @@ mod tests {
         assert_eq!(accepted(b"\x01\x00", &m), None);
         assert_eq!(accepted(&[], &m), None);
         assert_eq!(m.bus_dropped.get(), 3);
+        // The first is a frame of version 1 (another roomd's, not a bad one).
+        assert_eq!(m.bad_frames.with_label_values(&["bus"]).get(), 2);
         assert_eq!(m.bus_lag.get_sample_count(), 6);
     }
 
@@ -577,7 +466,7 @@ mod tests {
             .chain([Envelope::Reply { req: 9, reply: Reply::NotHere }])
             .collect();
         let frame = encode_frame(&batch, SystemTime::now()).unwrap();
-        assert_eq!(accept_frame(&frame, &m).unwrap().envelopes, batch);
+        assert_eq!(accept_frame(&frame, FrameSource::Bus, &m).unwrap().envelopes, batch);
         assert_eq!(m.bus_lag.get_sample_count(), 1, "one frame, one lag sample");
     }
 
@@ -634,12 +523,12 @@ mod tests {
         let frame = one(&env, SystemTime::now() - Duration::from_millis(250));
         let (_, sent) = decode_frame(&frame).unwrap();
         assert!(SystemTime::now().duration_since(sent).unwrap() >= Duration::from_millis(250));
-        let delivered = accept_frame(&frame, &m).unwrap();
+        let delivered = accept_frame(&frame, FrameSource::Bus, &m).unwrap();
         assert!(delivered.lag >= Duration::from_millis(250), "{:?}", delivered.lag);
         assert!(m.bus_lag.get_sample_sum() >= 0.25, "{}", m.bus_lag.get_sample_sum());
         // From a sender whose clock runs ahead: zero, not a panic.
         let ahead = one(&env, SystemTime::now() + Duration::from_secs(5));
-        assert_eq!(accept_frame(&ahead, &m).unwrap().lag, Duration::ZERO);
+        assert_eq!(accept_frame(&ahead, FrameSource::Bus, &m).unwrap().lag, Duration::ZERO);
         assert_eq!(m.bus_lag.get_sample_count(), 2);
     }
 }

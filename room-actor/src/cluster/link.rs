@@ -11,8 +11,24 @@
 //!   derived from it (never the secret itself). The dialer and the listener prove to each
 //!   other that they hold it (HMAC-SHA256 over both node ids, a link id and a nonce from
 //!   each side), so no process without it can feed a node frames or receive one (frames
-//!   carry players' hidden views). Links are authenticated, not encrypted: run them on
-//!   the private network the nodes share, as a plain `redis://` is.
+//!   carry players' hidden views).
+//! - **What passes.** The handshake also gives the link a session key of its own (derived
+//!   from the link key over the same transcript: both ids, the link id, both nonces), and
+//!   every frame after it, each way, carries an HMAC under that key over its direction,
+//!   its implicit sequence number and its bytes (`link_wire.rs`). A relay on the path (an
+//!   address advertised through something that forwards, a compromised hop) can still
+//!   read the frames, but a frame or acknowledgement it changes, replays, drops or
+//!   reorders fails its check: the reader ends the link (counted in
+//!   `roomd_bad_frames_total{source="link"}`), and the frames go through Redis until a
+//!   new link is up, as when any link breaks. (Before, a relay could swap one user id for
+//!   another of the same length and the owner applied the actions as the wrong user.)
+//!   Links are not encrypted: run them on the private network the nodes share, as a
+//!   plain `redis://` is.
+//! - **Who may knock.** At most [`MAX_HANDSHAKES`] connections to the peer port may be in
+//!   their handshake at once, each for at most [`HANDSHAKE_TIMEOUT`]; more are closed at
+//!   once. Refusals are counted (`roomd_bus_links_refused_total`) and logged once per
+//!   10 s with their count (`summary.rs`), so a flood of connections holds a bounded
+//!   number of sockets and writes a bounded number of lines.
 //! - **Which address.** A node advertises the address it takes links on in the
 //!   membership (`ROOMD__CLUSTER__PEER_ADVERTISE`); peers read it with the live nodes.
 //! - **Order.** One outbox task per destination writes its frames, in order, on one
@@ -42,16 +58,24 @@
 //!   new one a second later. TCP keepalive closes an idle link whose peer is gone, on
 //!   both sides.
 //!
-//! On the wire, after the handshake, a frame is a 4-byte little-endian length and the bus
-//! frame itself (`bus::encode_frame`: version, timestamp, envelopes); the listener writes
-//! back only acknowledgements, each the count of frames it has read as a little-endian
-//! u64. A dialer says `RDL2` in its hello; a listener also takes `RDL1` (a roomd from
-//! before acknowledgements) and acknowledges nothing there. An older listener refuses an
-//! `RDL2` hello, so during a rolling upgrade from such a build, frames from upgraded
-//! nodes to older ones go through Redis.
+//! On the wire, after the handshake, a frame is a 4-byte little-endian length, the bus
+//! frame itself (`frame.rs`: version, timestamp, envelopes) and its 32-byte tag; the
+//! listener writes back only acknowledgements, each the count of frames it has read as a
+//! little-endian u64 and its tag (`link_wire.rs`).
+//!
+//! **Versions.** A dialer says `RDL3` in its hello (frames tagged one by one). A listener
+//! takes only `RDL3`: it refuses an older roomd's `RDL2` (acknowledgements, untagged
+//! frames) or `RDL1` (neither) with a line saying so, since taking one would take frames
+//! anyone on the path could change. An older listener refuses an `RDL3` hello the same
+//! way. So during a rolling upgrade, frames between an upgraded node and an older one go
+//! through Redis (both directions), and links come back as the nodes are upgraded.
 
-use crate::cluster::bus::{self, Delivered};
+use crate::cluster::bus::{self, Delivered, Envelope, FrameSource};
+use crate::cluster::frame;
+use crate::cluster::link_wire::{self, Check, Direction, FrameReader, Seal, SessionKey, ACK};
+use crate::error::StoreError;
 use crate::metrics::RoomMetrics;
+use crate::summary::{Summarised, SUMMARY_EVERY};
 use ring::hmac;
 use ring::rand::{SecureRandom, SystemRandom};
 use socket2::{SockRef, TcpKeepalive};
@@ -59,23 +83,33 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, Notify, Semaphore};
 use tracing::{debug, warn};
 
-/// A dialer's hello: links whose listener acknowledges what it reads.
-const MAGIC: &[u8; 4] = b"RDL2";
-/// The hello of a roomd from before acknowledgements, still taken (acknowledged never).
-const MAGIC_V1: &[u8; 4] = b"RDL1";
+pub use crate::cluster::link_wire::MAX_FRAME;
+
+/// A dialer's hello: links whose frames and acknowledgements are tagged one by one.
+const MAGIC: &[u8; 4] = b"RDL3";
+/// The hellos of older roomds (`RDL2`: acknowledgements, frames untagged; `RDL1`: neither),
+/// refused with a line that names them.
+const OLDER: [&[u8; 4]; 2] = [b"RDL2", b"RDL1"];
 const NONCE: usize = 16;
 const TAG: usize = 32;
-/// The largest frame a link takes (a frame of the outbox's biggest batch is ~1 MiB).
-pub const MAX_FRAME: usize = 16 << 20;
 /// How long a dial, or the handshake on either side, may take.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// At most this many connections to the peer port are in their handshake at once; more
+/// are closed as they come. Peers need few: each other node dials one link to this one
+/// and redials at most once a second, so even a cluster of dozens of nodes restarting at
+/// once stays well below it. Anyone who reaches the port can open connections, and each
+/// holds a socket and a task until its handshake ends (at most [`HANDSHAKE_TIMEOUT`]), so
+/// this bounds what unauthenticated connections hold (the probe of issue 55 took a node
+/// from 25 to 3,429 fds with idle connects). A flood that keeps every slot busy delays
+/// links, never frames: those go through Redis meanwhile.
+pub const MAX_HANDSHAKES: usize = 64;
 /// A write that takes longer drops the link (its frame goes through Redis).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a destination waits before dialling again after a link broke or a first dial
@@ -103,6 +137,37 @@ const KEEPALIVE_IDLE: Duration = Duration::from_secs(30);
 const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(10);
 const KEEPALIVE_PROBES: u32 = 3;
 
+/// Connections to the peer port refused (anyone who reaches it can make them).
+static REFUSED: Summarised = Summarised::new(|count, last| {
+    if count == 1 {
+        warn!(refusal = last, "peer link refused");
+    } else {
+        warn!(count, last, "peer link refused {count} times in the last {SUMMARY_EVERY:?}");
+    }
+});
+
+/// Links ended because a frame failed its check (a relay on the path can do this to
+/// every link it carries, as often as they are redialled).
+static FAILED_CHECK: Summarised = Summarised::new(|count, last| {
+    if count == 1 {
+        warn!(
+            link = last,
+            "peer link closed: a frame failed its check; frames go through Redis until a new link is up"
+        );
+    } else {
+        warn!(count, last, "peer links closed {count} times in the last {SUMMARY_EVERY:?}: a frame failed its check");
+    }
+});
+
+/// The listener's `accept` failing (out of file descriptors, say), retried every 50 ms.
+static NOT_ACCEPTED: Summarised = Summarised::new(|count, last| {
+    if count == 1 {
+        warn!(error = last, "peer link not accepted");
+    } else {
+        warn!(count, last, "peer link not accepted {count} times in the last {SUMMARY_EVERY:?}");
+    }
+});
+
 /// The key links are authenticated with, derived from the token secret.
 pub struct LinkKey(hmac::Key);
 
@@ -112,11 +177,12 @@ impl std::fmt::Debug for LinkKey {
     }
 }
 
-/// Which side of the handshake a tag proves.
+/// What a handshake HMAC is for: the proof of one side, or the link's session key.
 #[derive(Clone, Copy)]
 enum Side {
     Listener = 1,
     Dialer = 2,
+    Session = 3,
 }
 
 impl LinkKey {
@@ -127,8 +193,8 @@ impl LinkKey {
         LinkKey(hmac::Key::new(hmac::HMAC_SHA256, derived.as_ref()))
     }
 
-    /// What a tag covers: the side it proves, the dialer's whole hello (both ids, the
-    /// link id, its nonce) and the listener's nonce.
+    /// What a tag covers: what it is for, the dialer's whole hello (its version, both ids,
+    /// the link id, its nonce) and the listener's nonce.
     fn transcript(side: Side, hello: &Hello, listener_nonce: &[u8; NONCE]) -> Vec<u8> {
         let mut t = vec![side as u8];
         t.extend_from_slice(&hello.encode());
@@ -143,6 +209,13 @@ impl LinkKey {
     fn verify(&self, side: Side, hello: &Hello, listener_nonce: &[u8; NONCE], tag: &[u8]) -> bool {
         hmac::verify(&self.0, &Self::transcript(side, hello, listener_nonce), tag).is_ok()
     }
+
+    /// The link's session key: an HMAC under the link key over the transcript, so it is
+    /// new for every link (both nonces) and known only to the two nodes (the link key);
+    /// derived as the proofs are, with a label of its own, never sent.
+    fn session(&self, hello: &Hello, listener_nonce: &[u8; NONCE]) -> SessionKey {
+        SessionKey::new(self.tag(Side::Session, hello, listener_nonce).as_ref())
+    }
 }
 
 /// What a dialer says first.
@@ -151,14 +224,12 @@ struct Hello {
     to: String,
     link: u64,
     nonce: [u8; NONCE],
-    /// The dialer reads acknowledgements (`RDL2`); `false` for an older one (`RDL1`).
-    acks: bool,
 }
 
 impl Hello {
     fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(32 + self.from.len() + self.to.len());
-        out.extend_from_slice(if self.acks { MAGIC } else { MAGIC_V1 });
+        out.extend_from_slice(MAGIC);
         for id in [&self.from, &self.to] {
             out.push(id.len() as u8);
             out.extend_from_slice(id.as_bytes());
@@ -171,22 +242,29 @@ impl Hello {
     async fn read(stream: &mut TcpStream) -> io::Result<Hello> {
         let mut magic = [0u8; 4];
         stream.read_exact(&mut magic).await?;
-        let acks = match &magic {
-            MAGIC => true,
-            MAGIC_V1 => false,
-            _ => return Err(refused("not a roomd peer link (or another version of one)")),
-        };
+        if &magic != MAGIC {
+            return Err(refused(&if OLDER.contains(&&magic) {
+                format!(
+                    "a {} hello: an older roomd, whose links carry frames without tags; \
+                     frames between it and this node go through Redis until it is upgraded",
+                    String::from_utf8_lossy(&magic)
+                )
+            } else {
+                "not a roomd peer link (or a newer version of one)".to_owned()
+            }));
+        }
         let from = read_id(stream).await?;
         let to = read_id(stream).await?;
         let mut link = [0u8; 8];
         stream.read_exact(&mut link).await?;
         let mut nonce = [0u8; NONCE];
         stream.read_exact(&mut nonce).await?;
-        Ok(Hello { from, to, link: u64::from_le_bytes(link), nonce, acks })
+        Ok(Hello { from, to, link: u64::from_le_bytes(link), nonce })
     }
 }
 
 async fn read_id(stream: &mut TcpStream) -> io::Result<String> {
+    // At most 255 bytes: the length is one byte.
     let len = stream.read_u8().await? as usize;
     let mut id = vec![0u8; len];
     stream.read_exact(&mut id).await?;
@@ -210,12 +288,28 @@ const NOT_ME: u8 = 1;
 /// The listener's last word: the dialer's proof holds, frames may follow.
 const ACCEPTED: u8 = 0;
 
+/// Frames `envelopes` as sent at `at` for a link: the length prefix, the bus frame
+/// written in place after it, and spare room for the tag [`Link::send`] adds (one buffer,
+/// no copy).
+pub fn encode_frame(envelopes: &[Envelope], at: SystemTime) -> Result<Vec<u8>, StoreError> {
+    let mut framed =
+        frame::frame_within(link_wire::PREFIX, TAG, envelopes, at).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    link_wire::set_prefix(&mut framed)
+        .ok_or_else(|| StoreError::Corrupt(format!("a bus frame of {} bytes is over a link's limit", framed.len())))?;
+    Ok(framed)
+}
+
 /// The sending half of a link this node dialled. Dropping it closes the link.
 pub struct Link {
     pub id: u64,
     write: OwnedWriteHalf,
+    /// Tags the frames written, numbering them.
+    seal: Seal,
     /// Set when the listener closed its side (its node stopped): frames would be lost.
     closed: Arc<AtomicBool>,
+    /// Set when an acknowledgement failed its check (changed on the way): the link is not
+    /// to be trusted, and is given up as a stalled one is.
+    forged: Arc<AtomicBool>,
     /// How many frames the listener says it has read.
     acked: Arc<AtomicU64>,
     unacked: Unacked,
@@ -235,14 +329,22 @@ impl Link {
         self.closed.load(Ordering::Relaxed)
     }
 
+    /// Whether an acknowledgement failed its check: something on the path changes what
+    /// passes, and the link is to be given up.
+    pub fn is_forged(&self) -> bool {
+        self.forged.load(Ordering::Relaxed)
+    }
+
     /// Whether frames written [`ACK_TIMEOUT`] or more ago are still not acknowledged: the
     /// link died without closing, and what is written on it is lost.
     pub fn is_stalled(&mut self) -> bool {
         self.unacked.stalled(self.acked.load(Ordering::Relaxed), Instant::now())
     }
 
-    /// Writes one frame made by [`bus::encode_link_frame`] (length prefix included).
-    pub async fn send(&mut self, framed: &[u8]) -> io::Result<()> {
+    /// Tags one frame made by [`encode_frame`] (length prefix included) as the link's
+    /// next and writes it.
+    pub async fn send(&mut self, framed: &mut Vec<u8>) -> io::Result<()> {
+        self.seal.seal(framed);
         self.write.write_all(framed).await?;
         self.unacked.wrote(Instant::now());
         Ok(())
@@ -288,12 +390,6 @@ fn keep_alive(stream: &TcpStream) {
 
 /// Dials `to` at `addr` as `from` and proves both sides hold `key`.
 pub async fn dial(addr: &str, key: &LinkKey, from: &str, to: &str) -> io::Result<Link> {
-    dial_as(addr, key, from, to, true).await
-}
-
-/// [`dial`], saying whether this dialer reads acknowledgements (`false`: as a roomd from
-/// before them).
-async fn dial_as(addr: &str, key: &LinkKey, from: &str, to: &str, acks: bool) -> io::Result<Link> {
     if from.len() > 255 || to.len() > 255 {
         return Err(refused("node ids longer than 255 bytes cannot name a link"));
     }
@@ -306,10 +402,20 @@ async fn dial_as(addr: &str, key: &LinkKey, from: &str, to: &str, acks: bool) ->
         to: to.to_owned(),
         link: u64::from_le_bytes(random(&rng)?),
         nonce: random(&rng)?,
-        acks,
     };
     stream.write_all(&hello.encode()).await?;
-    match stream.read_u8().await? {
+    let answer = match stream.read_u8().await {
+        Ok(answer) => answer,
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            return Err(refused(&format!(
+                "the listener closed the connection at the hello (an older roomd that does not take {} links, \
+                 or one with too many connections in their handshake)",
+                String::from_utf8_lossy(MAGIC)
+            )))
+        }
+        Err(e) => return Err(e),
+    };
+    match answer {
         FOR_ME => {}
         NOT_ME => return Err(refused("the address is another node's now")),
         _ => return Err(refused("an answer that is not a roomd peer link's")),
@@ -325,20 +431,42 @@ async fn dial_as(addr: &str, key: &LinkKey, from: &str, to: &str, acks: bool) ->
     if stream.read_u8().await? != ACCEPTED {
         return Err(refused("the listener refused this node's proof"));
     }
+    let session = key.session(&hello, &listener_nonce);
     let (mut read, write) = stream.into_split();
     let closed = Arc::new(AtomicBool::new(false));
+    let forged = Arc::new(AtomicBool::new(false));
     let acked = Arc::new(AtomicU64::new(0));
-    let (flag, count) = (closed.clone(), acked.clone());
+    let (closing, forging, count) = (closed.clone(), forged.clone(), acked.clone());
+    let mut check = Check::new(&session, Direction::Acks);
     let reader = tokio::spawn(async move {
         // After the handshake the listener writes only acknowledgements; the end of them
-        // is its close.
-        while let Ok(read_so_far) = read.read_u64_le().await {
-            count.fetch_max(read_so_far, Ordering::Relaxed);
+        // is its close. One that fails its check stops the reading (the sender gives the
+        // link up at its next frame).
+        let mut ack = [0u8; ACK];
+        while read.read_exact(&mut ack).await.is_ok() {
+            match check.ack(&ack) {
+                Ok(read_so_far) => {
+                    count.fetch_max(read_so_far, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    forging.store(true, Ordering::Relaxed);
+                    return;
+                }
+            }
         }
-        flag.store(true, Ordering::Relaxed);
+        closing.store(true, Ordering::Relaxed);
     })
     .abort_handle();
-    Ok(Link { id: hello.link, write, closed, acked, unacked: Unacked::default(), reader })
+    Ok(Link {
+        id: hello.link,
+        write,
+        seal: Seal::new(&session, Direction::Frames),
+        closed,
+        forged,
+        acked,
+        unacked: Unacked::default(),
+        reader,
+    })
 }
 
 /// What the links a node listens on bring in.
@@ -351,7 +479,8 @@ pub enum Inbound {
 }
 
 /// Takes links for node `me` on `listener`, forever: each one that proves it holds `key`
-/// brings its frames (decoded, lag recorded) to `tx`, in order.
+/// brings its frames (checked, decoded, lag recorded) to `tx`, in order. At most
+/// [`MAX_HANDSHAKES`] connections are in their handshake at once.
 pub async fn listen(
     listener: TcpListener,
     key: Arc<LinkKey>,
@@ -359,11 +488,12 @@ pub async fn listen(
     tx: mpsc::UnboundedSender<Inbound>,
     metrics: RoomMetrics,
 ) {
+    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
-                warn!(error = %e, "peer link not accepted");
+                NOT_ACCEPTED.warn(|| e.to_string());
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
@@ -371,35 +501,39 @@ pub async fn listen(
         if tx.is_closed() {
             return;
         }
+        let Ok(slot) = handshakes.clone().try_acquire_owned() else {
+            // Closed at once (dropped): it holds no socket and no task.
+            drop(stream);
+            metrics.bus_links_refused.inc();
+            REFUSED.warn(|| format!("{peer}: {MAX_HANDSHAKES} connections already in their handshake"));
+            continue;
+        };
         let (key, me, tx, metrics) = (key.clone(), me.clone(), tx.clone(), metrics.clone());
         tokio::spawn(async move {
             let _ = stream.set_nodelay(true);
             keep_alive(&stream);
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(stream, &key, &me)).await {
-                Ok(Ok((stream, hello))) => {
-                    debug!(from = %hello.from, %peer, link = hello.link, acks = hello.acks, "peer link up");
+            let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept(stream, &key, &me)).await;
+            // The slot is for the handshake only: a link that proved itself holds none.
+            drop(slot);
+            match accepted {
+                Ok(Ok((stream, hello, session))) => {
+                    debug!(from = %hello.from, %peer, link = hello.link, "peer link up");
                     let (read, write) = stream.into_split();
-                    let acks = hello.acks.then(|| Arc::new(Acks::default()));
-                    // The write half lives as long as the link: without acknowledgements
-                    // it writes nothing, and dropping it would close the dialer's side.
-                    let (acker, _write) = match acks.clone() {
-                        Some(acks) => (Some(tokio::spawn(acknowledge(write, acks))), None),
-                        None => (None, Some(write)),
-                    };
-                    let why = read_frames(read, hello.link, acks.as_deref(), &tx, &metrics).await;
-                    if let Some(acker) = acker {
-                        acker.abort();
-                    }
+                    let acks = Arc::new(Acks::default());
+                    let acker = tokio::spawn(acknowledge(write, Seal::new(&session, Direction::Acks), acks.clone()));
+                    let check = Check::new(&session, Direction::Frames);
+                    let why = read_frames(read, hello.link, check, &acks, &tx, &metrics).await;
+                    acker.abort();
                     debug!(from = %hello.from, link = hello.link, ended = ?why, "peer link closed");
                     let _ = tx.send(Inbound::Closed { link: hello.link });
                 }
                 Ok(Err(e)) => {
                     metrics.bus_links_refused.inc();
-                    warn!(%peer, error = %e, "peer link refused");
+                    REFUSED.warn(|| format!("{peer}: {e}"));
                 }
                 Err(_) => {
                     metrics.bus_links_refused.inc();
-                    warn!(%peer, "peer link refused: no handshake within {HANDSHAKE_TIMEOUT:?}");
+                    REFUSED.warn(|| format!("{peer}: no handshake within {HANDSHAKE_TIMEOUT:?}"));
                 }
             }
         });
@@ -408,14 +542,17 @@ pub async fn listen(
 
 /// The listener's side of the handshake on a connection already taken, for a receiver
 /// that reads the frames itself ([`listen`] does this for every connection): the stream,
-/// on which each frame is a 4-byte little-endian length and the bus frame, and the link's
-/// id. Such a receiver acknowledges nothing, so its dialer gives the link up
-/// [`ACK_TIMEOUT`] after its first frame: a stalled receiver, to the dialer.
-pub async fn handshake(stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(TcpStream, u64)> {
-    accept(stream, key, me).await.map(|(stream, hello)| (stream, hello.link))
+/// on which each frame is a 4-byte little-endian length, the bus frame and its tag
+/// (`link_wire.rs`), the link's id, and the check of its frames. Such a receiver
+/// acknowledges nothing, so its dialer gives the link up [`ACK_TIMEOUT`] after its first
+/// frame: a stalled receiver, to the dialer.
+pub async fn handshake(stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(TcpStream, u64, Check)> {
+    accept(stream, key, me)
+        .await
+        .map(|(stream, hello, session)| (stream, hello.link, Check::new(&session, Direction::Frames)))
 }
 
-async fn accept(mut stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(TcpStream, Hello)> {
+async fn accept(mut stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(TcpStream, Hello, SessionKey)> {
     let hello = Hello::read(&mut stream).await?;
     if hello.to != me {
         stream.write_u8(NOT_ME).await?;
@@ -433,7 +570,8 @@ async fn accept(mut stream: TcpStream, key: &LinkKey, me: &str) -> io::Result<(T
         return Err(refused(&format!("{:?} does not hold this cluster's secret", hello.from)));
     }
     stream.write_u8(ACCEPTED).await?;
-    Ok((stream, hello))
+    let session = key.session(&hello, &nonce);
+    Ok((stream, hello, session))
 }
 
 /// What a link's reader buffers: most frames arrive whole within it.
@@ -457,15 +595,15 @@ impl Acks {
 
 /// Writes back how many frames the link's reader has read, [`ACK_EVERY`] after a frame
 /// came that is not acknowledged yet: at most one small write per [`ACK_EVERY`] on a busy
-/// link, none on an idle one.
-async fn acknowledge(mut write: OwnedWriteHalf, acks: Arc<Acks>) {
+/// link, none on an idle one. Each is tagged as the next acknowledgement (`seal`).
+async fn acknowledge(mut write: OwnedWriteHalf, mut seal: Seal, acks: Arc<Acks>) {
     let mut told = 0;
     loop {
         acks.more.notified().await;
         tokio::time::sleep(ACK_EVERY).await;
         let read = acks.read.load(Ordering::Relaxed);
         if read != told {
-            if write.write_all(&read.to_le_bytes()).await.is_err() {
+            if write.write_all(&seal.ack(read)).await.is_err() {
                 return;
             }
             told = read;
@@ -473,46 +611,39 @@ async fn acknowledge(mut write: OwnedWriteHalf, acks: Arc<Acks>) {
     }
 }
 
+/// Reads a link's frames until it ends: each one's tag checked ([`FrameReader`]) and its
+/// envelopes decoded where it lies in the buffer. A frame that fails its check (or
+/// announces more than [`MAX_FRAME`]) ends the link: counted, logged (summarised), and
+/// nothing after it is read.
 async fn read_frames(
-    stream: impl tokio::io::AsyncRead + Unpin,
+    mut stream: impl tokio::io::AsyncRead + Unpin,
     link: u64,
-    acks: Option<&Acks>,
+    mut check: Check,
+    acks: &Acks,
     tx: &mpsc::UnboundedSender<Inbound>,
     metrics: &RoomMetrics,
 ) -> io::Result<()> {
-    let mut stream = tokio::io::BufReader::with_capacity(READ_BUFFER, stream);
-    // A frame that arrived whole is decoded where the reader buffered it; only one that
-    // straddles the buffer's end is copied out first, into a buffer kept for that (never
-    // zeroed: a zeroed buffer and a copy per frame showed in the link's profile).
-    let mut spill = Vec::new();
+    let mut reader = FrameReader::new(READ_BUFFER);
     loop {
-        let len = match stream.read_u32_le().await {
-            Ok(len) => len as usize,
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        if len > MAX_FRAME {
-            metrics.bus_dropped.inc();
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a frame of {len} bytes")));
-        }
-        let accepted = if let Some(frame) = stream.buffer().get(..len) {
-            let accepted = bus::accept_frame(frame, metrics);
-            stream.consume(len);
-            accepted
-        } else {
-            if spill.capacity() > READ_BUFFER {
-                spill = Vec::new();
+        let accepted = match reader.next(&mut check) {
+            Ok(Some(frame)) => bus::accept_frame(frame, FrameSource::Link, metrics),
+            Ok(None) => {
+                if stream.read_buf(reader.room()).await? == 0 {
+                    if reader.is_empty() {
+                        return Ok(());
+                    }
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the link closed within a frame"));
+                }
+                continue;
             }
-            spill.clear();
-            (&mut stream).take(len as u64).read_to_end(&mut spill).await?;
-            if spill.len() < len {
-                return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the link closed within a frame"));
+            Err(e) => {
+                metrics.bus_dropped.inc();
+                metrics.bad_frames.with_label_values(&[FrameSource::Link.label()]).inc();
+                FAILED_CHECK.warn(|| format!("{link}: {e}"));
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
             }
-            bus::accept_frame(&spill, metrics)
         };
-        if let Some(acks) = acks {
-            acks.frame_read();
-        }
+        acks.frame_read();
         if let Some(delivered) = accepted {
             if tx.send(Inbound::Frame { link, delivered }).is_err() {
                 return Ok(());
@@ -626,7 +757,7 @@ impl Gate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::bus::{encode_link_frame, Envelope, Reply};
+    use crate::cluster::bus::{Envelope, Reply};
     use std::time::SystemTime;
 
     fn metrics() -> RoomMetrics {
@@ -661,8 +792,8 @@ mod tests {
         let key = LinkKey::from_secret("cluster-secret-0123456789");
         let mut link = dial(&addr, &key, "n1", "n2").await.unwrap();
         for req in 0..100u64 {
-            let framed = encode_link_frame(&[reply(req), reply(req + 1000)], SystemTime::now()).unwrap();
-            link.send(&framed).await.unwrap();
+            let mut framed = encode_frame(&[reply(req), reply(req + 1000)], SystemTime::now()).unwrap();
+            link.send(&mut framed).await.unwrap();
         }
         let id = link.id;
         drop(link);
@@ -689,14 +820,15 @@ mod tests {
         let sizes = [10, READ_BUFFER - 100, 3 * READ_BUFFER, 0, READ_BUFFER + 1, 1000, 2 * READ_BUFFER, 5];
         let big = |i: usize| Envelope::Unlink { from: "x".repeat(sizes[i]), link: i as u64 };
         for i in 0..sizes.len() {
-            let framed = encode_link_frame(&[big(i), reply(i as u64)], SystemTime::now()).unwrap();
+            let mut framed = encode_frame(&[big(i), reply(i as u64)], SystemTime::now()).unwrap();
             if i % 2 == 1 {
+                link.seal.seal(&mut framed);
                 let (head, tail) = framed.split_at(framed.len() / 3);
                 link.write.write_all(head).await.unwrap();
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 link.write.write_all(tail).await.unwrap();
             } else {
-                link.send(&framed).await.unwrap();
+                link.send(&mut framed).await.unwrap();
             }
         }
         for i in 0..sizes.len() {
@@ -708,6 +840,7 @@ mod tests {
             }
         }
         assert_eq!(m.bus_dropped.get(), 0);
+        assert_eq!(m.bad_frames.with_label_values(&["link"]).get(), 0);
     }
 
     #[tokio::test]
@@ -747,7 +880,7 @@ mod tests {
             let (stream, _) = listener.accept().await.unwrap();
             accept(stream, &key, "n2").await.unwrap()
         };
-        let (link, (stream, hello)) = tokio::join!(dial(&addr, &key, "n1", "n2"), listening);
+        let (link, (stream, hello, _)) = tokio::join!(dial(&addr, &key, "n1", "n2"), listening);
         let link = link.unwrap();
         assert_eq!((hello.from.as_str(), hello.link), ("n1", link.id));
         assert!(!link.is_closed());
@@ -757,32 +890,45 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_listener_acknowledges_the_frames_it_read_and_a_dialer_from_before_acknowledgements_gets_none() {
+    async fn a_listener_acknowledges_the_frames_it_read() {
         let (addr, mut rx, _) = listening("cluster-secret-0123456789", "n2").await;
         let key = LinkKey::from_secret("cluster-secret-0123456789");
         let mut link = dial(&addr, &key, "n1", "n2").await.unwrap();
         for req in 0..10u64 {
-            link.send(&encode_link_frame(&[reply(req)], SystemTime::now()).unwrap()).await.unwrap();
+            link.send(&mut encode_frame(&[reply(req)], SystemTime::now()).unwrap()).await.unwrap();
         }
         for _ in 0..10 {
             assert!(matches!(rx.recv().await.unwrap(), Inbound::Frame { .. }));
         }
         assert!(until(Duration::from_secs(5), || link.acked.load(Ordering::Relaxed) == 10).await, "10 acknowledged");
-        assert!(!link.is_stalled() && !link.is_closed());
-        // An `RDL1` dialer (a roomd from before acknowledgements) is taken, its frames
-        // delivered, and nothing is written back to it (it would read any byte as the
-        // listener's close).
-        let mut old = dial_as(&addr, &key, "n3", "n2", false).await.unwrap();
-        old.send(&encode_link_frame(&[reply(99)], SystemTime::now()).unwrap()).await.unwrap();
-        match rx.recv().await.unwrap() {
-            Inbound::Frame { link, delivered } => {
-                assert_eq!((link, delivered.envelopes), (old.id, vec![reply(99)]));
-            }
-            other => panic!("{other:?}"),
+        assert!(!link.is_stalled() && !link.is_closed() && !link.is_forged());
+    }
+
+    /// A rolling upgrade: an older roomd dials with `RDL2` (or `RDL1`), whose frames carry
+    /// no tags. Taking it would take frames anyone on the path could change, so the link
+    /// is refused (counted, logged) and that node's frames go through Redis.
+    #[tokio::test]
+    async fn a_dialer_of_an_older_version_is_refused() {
+        let (addr, mut rx, m) = listening("cluster-secret-0123456789", "n2").await;
+        for (i, magic) in [b"RDL2", b"RDL1"].into_iter().enumerate() {
+            let mut old = TcpStream::connect(&addr).await.unwrap();
+            let mut hello = magic.to_vec();
+            hello.extend_from_slice(&[2, b'n', b'3', 2, b'n', b'2']);
+            hello.extend_from_slice(&[7; 8 + NONCE]);
+            old.write_all(&hello).await.unwrap();
+            let mut answer = Vec::new();
+            let _ = old.read_to_end(&mut answer).await;
+            assert!(answer.is_empty(), "closed without an answer: {answer:?}");
+            assert!(until(Duration::from_secs(5), || m.bus_links_refused.get() == i as u64 + 1).await);
         }
-        tokio::time::sleep(ACK_EVERY * 3).await;
-        assert_eq!(old.acked.load(Ordering::Relaxed), 0);
-        assert!(!old.is_closed(), "no byte came back");
+        assert!(rx.try_recv().is_err(), "nothing reached the node");
+        // What the refusal says (the line an operator reads).
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut old = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+        old.write_all(b"RDL2").await.unwrap();
+        let (mut taken, _) = listener.accept().await.unwrap();
+        let err = Hello::read(&mut taken).await.err().expect("refused");
+        assert!(err.to_string().contains("an older roomd"), "{err}");
     }
 
     /// The receiver reads the frames and never acknowledges them, as a link whose
@@ -794,14 +940,14 @@ mod tests {
         let key = LinkKey::from_secret("cluster-secret-0123456789");
         let receiver = async {
             let (stream, _) = listener.accept().await.unwrap();
-            let (mut stream, _) = handshake(stream, &key, "n2").await.unwrap();
+            let (mut stream, _, _) = handshake(stream, &key, "n2").await.unwrap();
             let mut sink = Vec::new();
             let _ = stream.read_to_end(&mut sink).await;
         };
         let sender = async {
             let mut link = dial(&addr, &key, "n1", "n2").await.unwrap();
             let sent = Instant::now();
-            link.send(&encode_link_frame(&[reply(1)], SystemTime::now()).unwrap()).await.unwrap();
+            link.send(&mut encode_frame(&[reply(1)], SystemTime::now()).unwrap()).await.unwrap();
             assert!(!link.is_stalled(), "just written");
             assert!(until(ACK_TIMEOUT * 2, || link.is_stalled()).await, "stalled");
             assert!(sent.elapsed() >= ACK_TIMEOUT, "not before the timeout: {:?}", sent.elapsed());
@@ -811,6 +957,108 @@ mod tests {
             () = sender => {}
             () = receiver => panic!("the receiver stopped"),
         }
+    }
+
+    /// How a relay on the link path tampers with the dialer's frames after the handshake:
+    /// given the three frames as the dialer sealed them, what it passes on.
+    type Tamper = fn(&[Vec<u8>]) -> Vec<u8>;
+
+    /// A relay between a dialer and a listening node: each way of tampering with a frame
+    /// ends the link at that frame. The frame before it is delivered, nothing after it
+    /// is, the link closes on both sides, and the listener counts one bad frame.
+    #[tokio::test]
+    async fn a_flipped_replayed_dropped_or_reordered_frame_ends_the_link() {
+        let cases: [(&str, Tamper); 4] = [
+            ("a byte flipped in the second frame's user id", |f| {
+                let mut second = f[1].clone();
+                let at = second.windows(5).position(|w| w == b"alice").unwrap();
+                second[at] = b'b';
+                [&f[0][..], &second, &f[2]].concat()
+            }),
+            ("the first frame replayed", |f| [&f[0][..], &f[0], &f[1], &f[2]].concat()),
+            ("the second frame dropped", |f| [&f[0][..], &f[2]].concat()),
+            ("the second and third frames reordered", |f| [&f[0][..], &f[2], &f[1]].concat()),
+        ];
+        for (case, tamper) in cases {
+            let (addr, mut rx, m) = listening("cluster-secret-0123456789", "n2").await;
+            let key = LinkKey::from_secret("cluster-secret-0123456789");
+            let mut link = dial(&addr, &key, "n1", "n2").await.unwrap();
+            let act = |user: &str, cs: u64| Envelope::Room {
+                room: "r".into(),
+                from: "n1".into(),
+                cmd: crate::cluster::bus::RoomCmd::Act { session: 1, user: user.into(), cs, action_json: "{}".into() },
+            };
+            let frames: Vec<Vec<u8>> = [act("alice", 1), act("alice", 2), act("alice", 3)]
+                .iter()
+                .map(|env| {
+                    let mut framed = encode_frame(std::slice::from_ref(env), SystemTime::now()).unwrap();
+                    link.seal.seal(&mut framed);
+                    framed
+                })
+                .collect();
+            link.write.write_all(&tamper(&frames)).await.unwrap();
+            match rx.recv().await.unwrap() {
+                Inbound::Frame { delivered, .. } => assert_eq!(delivered.envelopes, vec![act("alice", 1)], "{case}"),
+                other => panic!("{case}: {other:?}"),
+            }
+            assert!(matches!(rx.recv().await.unwrap(), Inbound::Closed { .. }), "{case}: the link ends");
+            assert_eq!(m.bad_frames.with_label_values(&["link"]).get(), 1, "{case}");
+            assert!(until(Duration::from_secs(5), || link.is_closed()).await, "{case}: the dialer sees it closed");
+        }
+    }
+
+    /// The other way: an acknowledgement changed on the path marks the dialer's link as
+    /// forged (its sender gives it up at its next frame), and stops it reading more.
+    #[tokio::test]
+    async fn an_acknowledgement_that_fails_its_check_marks_the_link_forged() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let key = LinkKey::from_secret("cluster-secret-0123456789");
+        let listening = async {
+            let (stream, _) = listener.accept().await.unwrap();
+            accept(stream, &key, "n2").await.unwrap()
+        };
+        let (link, (mut stream, _, session)) = tokio::join!(dial(&addr, &key, "n1", "n2"), listening);
+        let link = link.unwrap();
+        let mut seal = Seal::new(&session, Direction::Acks);
+        stream.write_all(&seal.ack(1)).await.unwrap();
+        assert!(until(Duration::from_secs(5), || link.acked.load(Ordering::Relaxed) == 1).await);
+        let mut changed = seal.ack(2);
+        changed[0] = 200;
+        stream.write_all(&changed).await.unwrap();
+        assert!(until(Duration::from_secs(5), || link.is_forged()).await, "forged");
+        assert_eq!(link.acked.load(Ordering::Relaxed), 1, "the changed count is not taken");
+        assert!(!link.is_closed(), "given up as forged (with its Unlink mark), not as closed by its listener");
+    }
+
+    /// Idle connections to the peer port (the probe of issue 55 made 6,000): at most
+    /// [`MAX_HANDSHAKES`] are held, each at most [`HANDSHAKE_TIMEOUT`]; the rest are closed
+    /// at once. Once they are gone a real dialer gets its link.
+    #[tokio::test]
+    async fn connections_in_their_handshake_are_capped_and_timed_out() {
+        let (addr, _rx, m) = listening("cluster-secret-0123456789", "n2").await;
+        let extra = 40;
+        let mut idle = Vec::new();
+        for _ in 0..MAX_HANDSHAKES + extra {
+            idle.push(TcpStream::connect(&addr).await.unwrap());
+        }
+        // The ones over the cap are closed at once: they read the end of the stream (the
+        // others have nothing to read until their handshake times out).
+        let started = Instant::now();
+        assert!(until(Duration::from_secs(1), || m.bus_links_refused.get() == extra as u64).await);
+        let closed = idle.iter().filter(|stream| matches!(stream.try_read(&mut [0u8; 1]), Ok(0))).count();
+        assert_eq!(closed, extra, "the connections over {MAX_HANDSHAKES} are closed at once");
+        assert!(started.elapsed() < HANDSHAKE_TIMEOUT, "read before the others' handshakes timed out");
+        assert_eq!(m.bus_links_refused.get(), extra as u64);
+        // The others are closed once their handshake times out.
+        for stream in &mut idle {
+            let mut byte = [0u8; 1];
+            let read = tokio::time::timeout(HANDSHAKE_TIMEOUT * 3, stream.read(&mut byte)).await;
+            assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "closed after the handshake timeout: {read:?}");
+        }
+        assert!(until(Duration::from_secs(5), || m.bus_links_refused.get() == (MAX_HANDSHAKES + extra) as u64).await);
+        let key = LinkKey::from_secret("cluster-secret-0123456789");
+        assert!(dial(&addr, &key, "n1", "n2").await.is_ok(), "a peer gets its link once the slots are free");
     }
 
     #[test]

@@ -192,19 +192,29 @@ impl Route {
             self.ensure_link(&links).await;
             if let Some(link) = self.link.as_mut() {
                 // A link given up while the receiver had not closed its side (a write
-                // failed or timed out, or what was written went unacknowledged): frames
-                // written on it may still sit unread over there, or come later.
+                // failed or timed out, what was written went unacknowledged, or an
+                // acknowledgement failed its check): frames written on it may still sit
+                // unread over there, or come later.
                 let mut gave_up = false;
                 if !link.is_closed() {
-                    if link.is_stalled() {
+                    if link.is_forged() {
+                        // Counted here, where the link is given up: its reader only
+                        // stopped reading.
+                        links.metrics.bad_frames.with_label_values(&[bus::FrameSource::Link.label()]).inc();
+                        warn!(
+                            node = %self.node,
+                            link = link.id,
+                            "peer link acknowledgement failed its check (changed on the way?); this frame goes through Redis"
+                        );
+                    } else if link.is_stalled() {
                         warn!(
                             node = %self.node,
                             "peer link stalled: frames written {:?} ago are not acknowledged; this frame goes through Redis",
                             link::ACK_TIMEOUT
                         );
                     } else {
-                        let framed = bus::encode_link_frame(envelopes, at)?;
-                        match tokio::time::timeout(link::WRITE_TIMEOUT, link.send(&framed)).await {
+                        let mut framed = link::encode_frame(envelopes, at)?;
+                        match tokio::time::timeout(link::WRITE_TIMEOUT, link.send(&mut framed)).await {
                             Ok(Ok(())) => {
                                 if let Some((on_link, _)) = &self.sent {
                                     on_link.inc();
