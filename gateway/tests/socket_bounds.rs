@@ -89,7 +89,7 @@ async fn a_frame_announcing_2_to_the_40_bytes_closes_with_1009_from_its_header_a
             .set("ROOMD__STORE__KIND", "memory")
             .set("ROOMD__AUTH__SECRET", "socket-bounds-test-secret-0123456789abcdef"),
     );
-    let pid = node.pid();
+    let pid = node.pid().expect("the node runs");
     let http = reqwest::Client::new();
     let (_, token) = support::procs::guest(&http, &node.base, "도윤").await;
     // Warm the node up with one ordinary socket, so what it allocates once is not counted.

@@ -280,11 +280,6 @@ impl Proc {
         self.child.is_some()
     }
 
-    /// The running process's id (for `/proc` reads).
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(Child::id).expect("the process is running")
-    }
-
     /// The process has exited by itself (it is reaped).
     pub fn exited(&mut self) -> bool {
         let Some(child) = &mut self.child else { return true };
