@@ -23,6 +23,10 @@ pub struct Settings {
     pub admin: Admin,
 }
 
+/// The shortest admin token a node accepts: a short one can be guessed, and the admin API
+/// closes rooms, kicks players and drains nodes.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
+
 /// Operators' API and console (`/admin`).
 #[derive(Clone, Debug, Default, Deserialize)]
 pub struct Admin {
@@ -30,6 +34,22 @@ pub struct Admin {
     pub token: Option<String>,
     /// Name written as `who` in audit lines; unset = a fingerprint of the token.
     pub operator: Option<String>,
+}
+
+impl Admin {
+    /// The configured token (`None`: the admin API is off), or why the node must not start
+    /// with it. The message gives its length, never the token.
+    pub fn token(&self) -> Result<Option<&str>, String> {
+        let Some(token) = self.token.as_deref().filter(|t| !t.is_empty()) else { return Ok(None) };
+        let chars = token.chars().count();
+        if chars < MIN_ADMIN_TOKEN_CHARS {
+            return Err(format!(
+                "ROOMD__ADMIN__TOKEN is {chars} characters long: it must be at least {MIN_ADMIN_TOKEN_CHARS} (a \
+                 random one: `openssl rand -hex 32`), or unset to turn the admin API off"
+            ));
+        }
+        Ok(Some(token))
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -355,7 +375,7 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cluster, Node};
+    use super::{Admin, Cluster, Node};
 
     fn cluster_settings() -> Cluster {
         Cluster {
@@ -427,5 +447,22 @@ mod tests {
             let refused = public(url).expect_err(url);
             assert!(refused.contains(why), "{url}: {refused}");
         }
+    }
+
+    #[test]
+    fn an_admin_token_shorter_than_32_characters_is_refused_without_being_echoed() {
+        let admin = |token: &str| Admin { token: Some(token.to_owned()), operator: None };
+        assert_eq!(Admin::default().token(), Ok(None));
+        assert_eq!(admin("").token(), Ok(None), "empty is the same as unset: the admin API is off");
+        let refused = admin("0123456789").token().unwrap_err();
+        assert!(
+            refused.contains("ROOMD__ADMIN__TOKEN is 10 characters") && refused.contains("at least 32"),
+            "{refused}"
+        );
+        assert!(!refused.contains("0123456789"), "the token was echoed: {refused}");
+        // Characters, not bytes: 31 Hangul syllables are 93 bytes and still too short.
+        assert!(admin(&"가".repeat(31)).token().is_err());
+        let long = "0123456789abcdef0123456789abcdef";
+        assert_eq!(admin(long).token(), Ok(Some(long)));
     }
 }

@@ -113,6 +113,7 @@ impl AppState {
     fn build(settings: Settings, redis: Option<RedisStore>) -> Result<AppState, StartError> {
         // Checked before anything is written (the token secret may be created next).
         let public_url = settings.node.public_url().map_err(StartError::Config)?.map(Arc::from);
+        settings.admin.token().map_err(StartError::Config)?;
         let batch_window = settings.cluster.batch_window().map_err(StartError::Config)?;
         let secret = token_secret(&settings)?;
         let node_id = settings
@@ -270,6 +271,8 @@ pub fn start(settings: Settings) -> Result<Running, StartError> {
 /// the cluster, else it is an embedded node, which first resumes every open room of its
 /// store.
 pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
+    // Settings that stop a node are reported before it reaches for Redis.
+    settings.admin.token().map_err(StartError::Config)?;
     let Some(target) = settings.redis.target().map_err(StartError::Config)? else {
         if settings.redis.ack_replicas > 0 {
             return Err(StartError::Config(
@@ -341,16 +344,19 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     // every WebSocket the node takes plus plain HTTP calls.
     server = server.max_connections(state.settings.http.max_connections.saturating_add(256));
     // Addresses back at a full burst are forgotten, so the limiter tables stay small; and
-    // memory freed by closed sockets goes back to the OS.
+    // memory freed by closed sockets goes back to the OS. Refused admin requests are
+    // summarised in one log line per tick.
     let chores = state.clone();
     actix_web::rt::spawn(async move {
         let mut tick = 0u64;
         loop {
-            tokio::time::sleep(Duration::from_secs(10)).await;
+            tokio::time::sleep(admin::FAILURE_REPORT_EVERY).await;
             tick += 1;
             if tick.is_multiple_of(6) {
                 chores.limits.forget_idle();
+                chores.admin.forget_idle();
             }
+            chores.admin.report_failures();
             trim_after_closes(&chores);
         }
     });
