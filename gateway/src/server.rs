@@ -308,6 +308,15 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
     }
     let state = web::Data::new(AppState::build(settings, Some(redis))?);
     if let Some(cluster) = &state.cluster {
+        // Sockets a previous run of this node id counted died with it: their counts go
+        // before this node is live again (the other nodes would count them meanwhile).
+        match cluster.sockets.forget_previous().await {
+            Ok(0) => {}
+            Ok(users) => info!(users, "socket counts of this node id's previous run zeroed"),
+            Err(e) => {
+                warn!(error = %e, "socket counts of this node id's previous run not zeroed; they expire in a day")
+            }
+        }
         cluster.run(Some(state.room_threads.clone()));
     }
     serve(state)
