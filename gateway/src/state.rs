@@ -20,7 +20,7 @@ use std::future::{ready, Ready};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
-use tracing::warn;
+use tracing::{debug, info};
 
 /// Gateway-level metrics (rooms register theirs in the same registry).
 pub struct GatewayMetrics {
@@ -77,9 +77,12 @@ pub struct AppState {
 
 /// The longest an upgrade waits for Redis to count a socket before it answers 503.
 const SOCKET_COUNT_TIMEOUT: Duration = Duration::from_secs(3);
-/// Tries at giving a closed socket's count back to Redis, and the pause between them.
-const SOCKET_CLOSE_TRIES: u32 = 4;
-const SOCKET_CLOSE_RETRY: Duration = Duration::from_secs(2);
+/// Tries at giving a closed socket's count back to Redis, and the first and longest pause
+/// between them (doubling): two to three minutes in all, so a Redis restart or failover
+/// does not leave the sockets closed meanwhile counted against their users for a day.
+const SOCKET_CLOSE_TRIES: u32 = 9;
+const SOCKET_CLOSE_RETRY: Duration = Duration::from_secs(1);
+const SOCKET_CLOSE_RETRY_MAX: Duration = Duration::from_secs(30);
 
 impl AppState {
     /// Takes one of `user`'s socket slots: 429 `too_many_sockets` when they already use
@@ -104,12 +107,14 @@ impl AppState {
         match tokio::time::timeout(SOCKET_COUNT_TIMEOUT, cluster.sockets.open(user, cap)).await {
             Ok(Ok(true)) => Ok(()),
             Ok(Ok(false)) => Err(too_many_sockets()),
+            // `info`, as for a full node: every client retrying during a Redis outage
+            // would otherwise write a warning each (the node's own Redis errors warn).
             Ok(Err(e)) => {
-                warn!(user = %user, error = %e, "WebSocket refused: its user's sockets could not be counted in Redis");
+                info!(user = %user, error = %e, "WebSocket refused: its user's sockets could not be counted in Redis");
                 Err(try_again())
             }
             Err(_) => {
-                warn!(user = %user, "WebSocket refused: counting its user's sockets in Redis timed out");
+                info!(user = %user, "WebSocket refused: counting its user's sockets in Redis timed out");
                 Err(try_again())
             }
         }
@@ -132,14 +137,19 @@ impl AppState {
         };
         let (sockets, user) = (cluster.sockets.clone(), user.clone());
         tokio::spawn(async move {
+            let mut pause = SOCKET_CLOSE_RETRY;
             for attempt in 1..=SOCKET_CLOSE_TRIES {
                 match tokio::time::timeout(SOCKET_COUNT_TIMEOUT, sockets.close(&user)).await {
                     Ok(Ok(())) => return,
-                    Ok(Err(e)) => warn!(user = %user, attempt, error = %e, "closed socket not yet uncounted in Redis"),
-                    Err(_) => warn!(user = %user, attempt, "closed socket not yet uncounted in Redis: timed out"),
+                    Ok(Err(e)) => debug!(user = %user, attempt, error = %e, "closed socket not yet uncounted in Redis"),
+                    Err(_) => debug!(user = %user, attempt, "closed socket not yet uncounted in Redis: timed out"),
                 }
-                tokio::time::sleep(SOCKET_CLOSE_RETRY).await;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(SOCKET_CLOSE_RETRY_MAX);
             }
+            // `info`: a long Redis outage closes many sockets, and the node warns of the
+            // outage itself.
+            info!(user = %user, "a closed socket stays counted against its user until the count expires: Redis unreachable");
         });
     }
 }
