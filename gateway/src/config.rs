@@ -21,6 +21,8 @@ pub struct Settings {
     pub store: Store,
     #[serde(default)]
     pub admin: Admin,
+    #[serde(default)]
+    pub metrics: Metrics,
 }
 
 /// The shortest admin token a node accepts: a short one can be guessed, and the admin API
@@ -49,6 +51,42 @@ impl Admin {
             ));
         }
         Ok(Some(token))
+    }
+}
+
+/// Where `/metrics` is served. By default on the player port, with everything else; with
+/// `port` set, on a listener of its own only, which operators keep off the public network
+/// (the metrics name the version, file descriptors and memory of the process).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Metrics {
+    /// Address of the metrics listener; unset: `http.bind`.
+    pub bind: Option<String>,
+    /// Port of the metrics listener (0: any free port, logged). Set: `/metrics` is served
+    /// there only, and the player port answers 404 for it.
+    pub port: Option<u16>,
+}
+
+impl Metrics {
+    /// `host:port` of the metrics listener (`None`: `/metrics` stays on the player port),
+    /// or why the settings name none coherently.
+    pub fn listen(&self, http: &Http) -> Result<Option<String>, String> {
+        let bind = self.bind.as_deref().map(str::trim).filter(|b| !b.is_empty());
+        match (bind, self.port) {
+            (None, None) => Ok(None),
+            (Some(bind), None) => Err(format!(
+                "ROOMD__METRICS__BIND is {bind:?} but ROOMD__METRICS__PORT is unset: set the port of the metrics \
+                 listener too (or neither, to serve /metrics on the player port)"
+            )),
+            (bind, Some(port)) => {
+                let bind = bind.unwrap_or(&http.bind);
+                if port != 0 && port == http.port && bind == http.bind {
+                    return Err(format!(
+                        "ROOMD__METRICS__PORT {port} is the player port (ROOMD__HTTP__PORT): choose another one"
+                    ));
+                }
+                Ok(Some(format!("{bind}:{port}")))
+            }
+        }
     }
 }
 
@@ -375,7 +413,7 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
-    use super::{Admin, Cluster, Node};
+    use super::{Admin, Cluster, Metrics, Node, Settings};
 
     fn cluster_settings() -> Cluster {
         Cluster {
@@ -464,5 +502,18 @@ mod tests {
         assert!(admin(&"가".repeat(31)).token().is_err());
         let long = "0123456789abcdef0123456789abcdef";
         assert_eq!(admin(long).token(), Ok(Some(long)));
+    }
+
+    #[test]
+    fn the_metrics_listener_is_on_with_a_port_and_binds_like_the_player_port_by_default() {
+        let http = Settings::load(None).unwrap().http;
+        let metrics = |bind: Option<&str>, port| Metrics { bind: bind.map(str::to_owned), port }.listen(&http);
+        assert_eq!(metrics(None, None), Ok(None));
+        assert_eq!(metrics(None, Some(9464)), Ok(Some("127.0.0.1:9464".to_owned())));
+        assert_eq!(metrics(Some("10.0.0.5"), Some(0)), Ok(Some("10.0.0.5:0".to_owned())));
+        let refused = metrics(Some("0.0.0.0"), None).unwrap_err();
+        assert!(refused.contains("ROOMD__METRICS__PORT is unset"), "{refused}");
+        let refused = metrics(None, Some(http.port)).unwrap_err();
+        assert!(refused.contains("is the player port"), "{refused}");
     }
 }

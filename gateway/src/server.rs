@@ -114,6 +114,7 @@ impl AppState {
         // Checked before anything is written (the token secret may be created next).
         let public_url = settings.node.public_url().map_err(StartError::Config)?.map(Arc::from);
         settings.admin.token().map_err(StartError::Config)?;
+        settings.metrics.listen(&settings.http).map_err(StartError::Config)?;
         let batch_window = settings.cluster.batch_window().map_err(StartError::Config)?;
         let secret = token_secret(&settings)?;
         let node_id = settings
@@ -248,6 +249,9 @@ fn peer_socket(settings: &Settings) -> Result<Option<(std::net::TcpListener, Str
 pub struct Running {
     pub server: Server,
     pub addr: SocketAddr,
+    /// Where `/metrics` is served when it has a listener of its own
+    /// (`ROOMD__METRICS__PORT`); `None`: on `addr` with everything else.
+    pub metrics_addr: Option<SocketAddr>,
     pub state: web::Data<AppState>,
 }
 
@@ -273,6 +277,7 @@ pub fn start(settings: Settings) -> Result<Running, StartError> {
 pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
     // Settings that stop a node are reported before it reaches for Redis.
     settings.admin.token().map_err(StartError::Config)?;
+    settings.metrics.listen(&settings.http).map_err(StartError::Config)?;
     let Some(target) = settings.redis.target().map_err(StartError::Config)? else {
         if settings.redis.ack_replicas > 0 {
             return Err(StartError::Config(
@@ -372,6 +377,7 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     let server = server.bind(&bind).map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
     let addr =
         server.addrs().first().copied().ok_or_else(|| StartError::Config(format!("no address bound for {bind}")))?;
+    let metrics_addr = serve_metrics(&state)?;
     let server = server.run();
     let _ = state.admin.addr.set(addr.to_string());
     admin::spawn_reporter(state.clone());
@@ -387,7 +393,30 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
         drain(&drain_state).await;
         handle.stop(true).await;
     });
-    Ok(Running { server, addr, state })
+    Ok(Running { server, addr, metrics_addr, state })
+}
+
+/// With `ROOMD__METRICS__PORT` set, serves `/metrics` on a listener of its own (one
+/// worker, nothing else routed there; the player port then answers 404 for it): the
+/// address it is bound to. It runs until the process ends, so a draining node can still
+/// be watched.
+fn serve_metrics(state: &web::Data<AppState>) -> Result<Option<SocketAddr>, StartError> {
+    let Some(bind) = state.settings.metrics.listen(&state.settings.http).map_err(StartError::Config)? else {
+        return Ok(None);
+    };
+    let app_state = state.clone();
+    let server = HttpServer::new(move || {
+        App::new().app_data(app_state.clone()).wrap(security_headers()).route("/metrics", web::get().to(api::metrics))
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(1)
+    .bind(&bind)
+    .map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
+    let addr = server.addrs().first().copied();
+    info!(addr = ?addr, "serving /metrics on a listener of its own (ROOMD__METRICS__PORT)");
+    actix_web::rt::spawn(server.run());
+    Ok(addr)
 }
 
 /// Sockets closed since the last trim before the allocator is asked to give memory back.
