@@ -187,7 +187,7 @@ impl Admin {
         )?;
         let denied = prometheus::IntCounter::new(
             "roomd_admin_auth_failures_total",
-            "admin API requests refused for a missing or wrong token",
+            "admin API requests refused: a missing or wrong token (401), or an address over its failure limit (429)",
         )?;
         registry.register(Box::new(actions.clone()))?;
         registry.register(Box::new(denied.clone()))?;
