@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 const ROOMD = process.argv[2];
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SHOTS = path.join(path.dirname(new URL(import.meta.url).pathname), 'screenshots');
-const ADMIN = 'e2e-operator-token-7f3a';
+const ADMIN = 'e2e-operator-token-7f3a-0123456789abcdef';
 mkdirSync(SHOTS, { recursive: true });
 
 function startRoomd() {

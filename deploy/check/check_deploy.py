@@ -240,11 +240,35 @@ def check_rendered(where: str, docs: list[dict], root: Path, drain_default: int)
             problem(f"{where}: {probe} must GET {want} (a route of gateway/src/api.rs)")
         if got.get("port") not in ("http", port):
             problem(f"{where}: {probe} port {got.get('port')} is not the http port")
+    # /metrics on a port of its own (ROOMD__METRICS__PORT), never carried by the public
+    # Service; scraped there by the pod annotations and any ServiceMonitor.
+    metrics_port = data.get("ROOMD__METRICS__PORT")
+    scrape_port, scrape_name = (int(metrics_port), "metrics") if metrics_port else (port, "http")
+    if metrics_port:
+        named = [p for p in ctr.get("ports", []) if p.get("name") == "metrics"]
+        if not named or named[0]["containerPort"] != scrape_port:
+            problem(f"{where}: containerPort 'metrics' is not ROOMD__METRICS__PORT ({scrape_port})")
+        public = find(docs, "Service", "roomd") or {}
+        for p in (public.get("spec") or {}).get("ports", []):
+            if p.get("targetPort") in ("metrics", scrape_port) or p.get("port") == scrape_port:
+                problem(f"{where}: the public Service roomd carries the metrics port")
     ann = dep["spec"]["template"]["metadata"].get("annotations") or {}
     if ann.get("prometheus.io/path") != "/metrics" or "/metrics" not in known:
         problem(f"{where}: pod annotation prometheus.io/path must be /metrics")
-    if str(ann.get("prometheus.io/port")) != str(port):
-        problem(f"{where}: pod annotation prometheus.io/port must be {port}")
+    if str(ann.get("prometheus.io/port")) != str(scrape_port):
+        problem(f"{where}: pod annotation prometheus.io/port must be {scrape_port}")
+    for monitor in (d for d in docs if d.get("kind") == "ServiceMonitor"):
+        wanted = ((monitor.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        services = [d for d in docs if d.get("kind") == "Service"
+                    and wanted.items() <= ((d.get("metadata") or {}).get("labels") or {}).items()]
+        for endpoint in (monitor.get("spec") or {}).get("endpoints", []):
+            if endpoint.get("port") != scrape_name or endpoint.get("path") != "/metrics":
+                problem(f"{where}: ServiceMonitor {monitor['metadata']['name']} must scrape port "
+                        f"'{scrape_name}', path /metrics")
+            if not any(p.get("name") == endpoint.get("port")
+                       for svc in services for p in (svc.get("spec") or {}).get("ports", [])):
+                problem(f"{where}: no Service selected by ServiceMonitor {monitor['metadata']['name']} has a port "
+                        f"named {endpoint.get('port')!r}")
     env = {e["name"]: e for e in ctr.get("env", [])}
     node = ((env.get("ROOMD__NODE__ID") or {}).get("valueFrom") or {}).get("fieldRef") or {}
     if node.get("fieldPath") != "metadata.name":
@@ -393,7 +417,9 @@ def main() -> int:
         if not docs:
             problem(f"{path}: rendered nothing")
         validate_k8s([(path.name, d) for d in docs], version)
-        check_rendered(path.name, docs, root, drain_default)
+        # The monitoring component is checked with every rendering (an overlay adds it).
+        monitors = [d for _, d in raw if d.get("kind") == "ServiceMonitor"]
+        check_rendered(path.name, docs + [m for m in monitors if m not in docs], root, drain_default)
         names[path.name] = k8s_env_names(docs)
     if len(problems) == before:
         ok(f"{len(raw)} documents as written, {len(rendered)} rendered kustomizations")

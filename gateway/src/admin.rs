@@ -11,7 +11,8 @@
 //! Every verb writes one audit line (`target: "audit"`: who, action, target, outcome) and
 //! counts `roomd_admin_actions_total{action,outcome}`.
 
-pub use crate::admin_auth::{fingerprint, Admin};
+use crate::admin_auth::Refusal;
+pub use crate::admin_auth::{fingerprint, Admin, FAILURE_REPORT_EVERY};
 use crate::error::ApiError;
 use crate::state::AppState;
 use actix_web::dev::Payload;
@@ -52,12 +53,21 @@ impl FromRequest for Operator {
             .and_then(|h| h.to_str().ok())
             .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
             .map(str::trim);
-        match token {
-            Some(t) if state.admin.accepts(t) => ready(Ok(Operator)),
-            _ => {
-                state.admin.denied.inc();
-                tracing::warn!(target: "audit", path = req.path(), "admin API request refused: missing or wrong token");
+        // Refusals are summarised in the log every 10 s (`Admin::report_failures`), not
+        // logged one by one: a guesser must not be able to flood the log.
+        match state.admin.authorize(state.limits.client_ip(req), token) {
+            Ok(()) => ready(Ok(Operator)),
+            Err(Refusal::Wrong) => {
                 ready(Err(ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "운영자 토큰이 필요해요")))
+            }
+            Err(Refusal::Throttled(wait)) => {
+                let mut err = ApiError::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    "운영자 토큰이 너무 많이 틀렸어요. 잠시 후 다시 시도해 주세요",
+                );
+                err.retry_after_s = Some(crate::limits::retry_after_secs(wait));
+                ready(Err(err))
             }
         }
     }

@@ -26,7 +26,7 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(index))
         .route("/healthz", web::get().to(healthz))
         .route("/readyz", web::get().to(readyz))
-        .route("/metrics", web::get().to(metrics))
+        .route("/metrics", web::get().to(player_metrics))
         .configure(crate::web::routes)
         .service(
             web::scope("/api")
@@ -96,7 +96,17 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id}))
 }
 
-async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+/// `GET /metrics` on the player port, unless the metrics have a listener of their own
+/// (`ROOMD__METRICS__PORT`): then 404 here, as for any path that does not exist.
+async fn player_metrics(state: web::Data<AppState>) -> HttpResponse {
+    if state.settings.metrics.port.is_some() {
+        return HttpResponse::NotFound().json(json!({"code": "not_found", "reason": "없는 주소예요"}));
+    }
+    metrics(state).await
+}
+
+/// The Prometheus text of every metric of the node.
+pub(crate) async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let mut buf = Vec::new();
     match TextEncoder::new().encode(&state.metrics.registry.gather(), &mut buf) {
         Ok(()) => HttpResponse::Ok().content_type("text/plain; version=0.0.4").body(buf),

@@ -21,7 +21,13 @@ pub struct Settings {
     pub store: Store,
     #[serde(default)]
     pub admin: Admin,
+    #[serde(default)]
+    pub metrics: Metrics,
 }
+
+/// The shortest admin token a node accepts: a short one can be guessed, and the admin API
+/// closes rooms, kicks players and drains nodes.
+pub const MIN_ADMIN_TOKEN_CHARS: usize = 32;
 
 /// Operators' API and console (`/admin`).
 #[derive(Clone, Debug, Default, Deserialize)]
@@ -30,6 +36,58 @@ pub struct Admin {
     pub token: Option<String>,
     /// Name written as `who` in audit lines; unset = a fingerprint of the token.
     pub operator: Option<String>,
+}
+
+impl Admin {
+    /// The configured token (`None`: the admin API is off), or why the node must not start
+    /// with it. The message gives its length, never the token.
+    pub fn token(&self) -> Result<Option<&str>, String> {
+        let Some(token) = self.token.as_deref().filter(|t| !t.is_empty()) else { return Ok(None) };
+        let chars = token.chars().count();
+        if chars < MIN_ADMIN_TOKEN_CHARS {
+            return Err(format!(
+                "ROOMD__ADMIN__TOKEN is {chars} characters long: it must be at least {MIN_ADMIN_TOKEN_CHARS} (a \
+                 random one: `openssl rand -hex 32`), or unset to turn the admin API off"
+            ));
+        }
+        Ok(Some(token))
+    }
+}
+
+/// Where `/metrics` is served. By default on the player port, with everything else; with
+/// `port` set, on a listener of its own only, which operators keep off the public network
+/// (the metrics name the version, file descriptors and memory of the process).
+#[derive(Clone, Debug, Default, Deserialize)]
+pub struct Metrics {
+    /// Address of the metrics listener; unset: `http.bind`.
+    pub bind: Option<String>,
+    /// Port of the metrics listener (0: any free port, logged). Set: `/metrics` is served
+    /// there only, and the player port answers 404 for it.
+    pub port: Option<u16>,
+}
+
+impl Metrics {
+    /// `host:port` of the metrics listener (`None`: `/metrics` stays on the player port),
+    /// or why the settings name none coherently.
+    pub fn listen(&self, http: &Http) -> Result<Option<String>, String> {
+        let bind = self.bind.as_deref().map(str::trim).filter(|b| !b.is_empty());
+        match (bind, self.port) {
+            (None, None) => Ok(None),
+            (Some(bind), None) => Err(format!(
+                "ROOMD__METRICS__BIND is {bind:?} but ROOMD__METRICS__PORT is unset: set the port of the metrics \
+                 listener too (or neither, to serve /metrics on the player port)"
+            )),
+            (bind, Some(port)) => {
+                let bind = bind.unwrap_or(&http.bind);
+                if port != 0 && port == http.port && bind == http.bind {
+                    return Err(format!(
+                        "ROOMD__METRICS__PORT {port} is the player port (ROOMD__HTTP__PORT): choose another one"
+                    ));
+                }
+                Ok(Some(format!("{bind}:{port}")))
+            }
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -360,7 +418,7 @@ impl Settings {
 
 #[cfg(test)]
 mod tests {
-    use super::{Cluster, Node};
+    use super::{Admin, Cluster, Metrics, Node, Settings};
 
     fn cluster_settings() -> Cluster {
         Cluster {
@@ -432,5 +490,35 @@ mod tests {
             let refused = public(url).expect_err(url);
             assert!(refused.contains(why), "{url}: {refused}");
         }
+    }
+
+    #[test]
+    fn an_admin_token_shorter_than_32_characters_is_refused_without_being_echoed() {
+        let admin = |token: &str| Admin { token: Some(token.to_owned()), operator: None };
+        assert_eq!(Admin::default().token(), Ok(None));
+        assert_eq!(admin("").token(), Ok(None), "empty is the same as unset: the admin API is off");
+        let refused = admin("0123456789").token().unwrap_err();
+        assert!(
+            refused.contains("ROOMD__ADMIN__TOKEN is 10 characters") && refused.contains("at least 32"),
+            "{refused}"
+        );
+        assert!(!refused.contains("0123456789"), "the token was echoed: {refused}");
+        // Characters, not bytes: 31 Hangul syllables are 93 bytes and still too short.
+        assert!(admin(&"가".repeat(31)).token().is_err());
+        let long = "0123456789abcdef0123456789abcdef";
+        assert_eq!(admin(long).token(), Ok(Some(long)));
+    }
+
+    #[test]
+    fn the_metrics_listener_is_on_with_a_port_and_binds_like_the_player_port_by_default() {
+        let http = Settings::load(None).unwrap().http;
+        let metrics = |bind: Option<&str>, port| Metrics { bind: bind.map(str::to_owned), port }.listen(&http);
+        assert_eq!(metrics(None, None), Ok(None));
+        assert_eq!(metrics(None, Some(9464)), Ok(Some("127.0.0.1:9464".to_owned())));
+        assert_eq!(metrics(Some("10.0.0.5"), Some(0)), Ok(Some("10.0.0.5:0".to_owned())));
+        let refused = metrics(Some("0.0.0.0"), None).unwrap_err();
+        assert!(refused.contains("ROOMD__METRICS__PORT is unset"), "{refused}");
+        let refused = metrics(None, Some(http.port)).unwrap_err();
+        assert!(refused.contains("is the player port"), "{refused}");
     }
 }

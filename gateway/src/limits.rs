@@ -24,7 +24,7 @@ use std::time::Duration;
 /// One IPv6 host is usually given a whole /64 (SLAAC, privacy addresses), so keying the
 /// full /128 would give one client 2^64 budgets. An IPv4-mapped IPv6 address
 /// (`::ffff:a.b.c.d`, what a dual-stack listener sees) is the IPv4 address it maps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum AddrKey {
     V4(Ipv4Addr),
     /// The first 64 bits of the address.

@@ -42,13 +42,15 @@ async fn main() -> anyhow::Result<()> {
             tracing::info!(file = %file.display(), "data kept in");
             format!(", data {}", file.display())
         });
+        let metrics = running.metrics_addr.map(|addr| format!(", metrics on http://{addr}/metrics"));
         let mut out = std::io::stdout().lock();
         let _ = writeln!(
             out,
-            "roomd listening on http://{} ({mode}, node {}{})",
+            "roomd listening on http://{} ({mode}, node {}{}{})",
             running.addr,
             running.state.node_id,
-            data.unwrap_or_default()
+            data.unwrap_or_default(),
+            metrics.unwrap_or_default()
         );
         let _ = out.flush();
     }

@@ -113,6 +113,8 @@ impl AppState {
     fn build(settings: Settings, redis: Option<RedisStore>) -> Result<AppState, StartError> {
         // Checked before anything is written (the token secret may be created next).
         let public_url = settings.node.public_url().map_err(StartError::Config)?.map(Arc::from);
+        settings.admin.token().map_err(StartError::Config)?;
+        settings.metrics.listen(&settings.http).map_err(StartError::Config)?;
         let batch_window = settings.cluster.batch_window().map_err(StartError::Config)?;
         let secret = token_secret(&settings)?;
         let node_id = settings
@@ -248,6 +250,9 @@ fn peer_socket(settings: &Settings) -> Result<Option<(std::net::TcpListener, Str
 pub struct Running {
     pub server: Server,
     pub addr: SocketAddr,
+    /// Where `/metrics` is served when it has a listener of its own
+    /// (`ROOMD__METRICS__PORT`); `None`: on `addr` with everything else.
+    pub metrics_addr: Option<SocketAddr>,
     pub state: web::Data<AppState>,
 }
 
@@ -271,6 +276,9 @@ pub fn start(settings: Settings) -> Result<Running, StartError> {
 /// the cluster, else it is an embedded node, which first resumes every open room of its
 /// store.
 pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
+    // Settings that stop a node are reported before it reaches for Redis.
+    settings.admin.token().map_err(StartError::Config)?;
+    settings.metrics.listen(&settings.http).map_err(StartError::Config)?;
     let Some(target) = settings.redis.target().map_err(StartError::Config)? else {
         if settings.redis.ack_replicas > 0 {
             return Err(StartError::Config(
@@ -306,6 +314,15 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
     }
     let state = web::Data::new(AppState::build(settings, Some(redis))?);
     if let Some(cluster) = &state.cluster {
+        // Sockets a previous run of this node id counted died with it: their counts go
+        // before this node is live again (the other nodes would count them meanwhile).
+        match cluster.sockets.forget_previous().await {
+            Ok(0) => {}
+            Ok(users) => info!(users, "socket counts of this node id's previous run zeroed"),
+            Err(e) => {
+                warn!(error = %e, "socket counts of this node id's previous run not zeroed; they expire in a day")
+            }
+        }
         cluster.run(Some(state.room_threads.clone()));
     }
     serve(state)
@@ -342,22 +359,26 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     // every WebSocket the node takes plus plain HTTP calls.
     server = server.max_connections(state.settings.http.max_connections.saturating_add(256));
     // Addresses back at a full burst are forgotten, so the limiter tables stay small; and
-    // memory freed by closed sockets goes back to the OS.
+    // memory freed by closed sockets goes back to the OS. Refused admin requests are
+    // summarised in one log line per tick.
     let chores = state.clone();
     actix_web::rt::spawn(async move {
         let mut tick = 0u64;
         loop {
-            tokio::time::sleep(Duration::from_secs(10)).await;
+            tokio::time::sleep(admin::FAILURE_REPORT_EVERY).await;
             tick += 1;
             if tick.is_multiple_of(6) {
                 chores.limits.forget_idle();
+                chores.admin.forget_idle();
             }
+            chores.admin.report_failures();
             trim_after_closes(&chores);
         }
     });
     let server = server.bind(&bind).map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
     let addr =
         server.addrs().first().copied().ok_or_else(|| StartError::Config(format!("no address bound for {bind}")))?;
+    let metrics_addr = serve_metrics(&state)?;
     let server = server.run();
     let _ = state.admin.addr.set(addr.to_string());
     admin::spawn_reporter(state.clone());
@@ -373,7 +394,30 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
         drain(&drain_state).await;
         handle.stop(true).await;
     });
-    Ok(Running { server, addr, state })
+    Ok(Running { server, addr, metrics_addr, state })
+}
+
+/// With `ROOMD__METRICS__PORT` set, serves `/metrics` on a listener of its own (one
+/// worker, nothing else routed there; the player port then answers 404 for it): the
+/// address it is bound to. It runs until the process ends, so a draining node can still
+/// be watched.
+fn serve_metrics(state: &web::Data<AppState>) -> Result<Option<SocketAddr>, StartError> {
+    let Some(bind) = state.settings.metrics.listen(&state.settings.http).map_err(StartError::Config)? else {
+        return Ok(None);
+    };
+    let app_state = state.clone();
+    let server = HttpServer::new(move || {
+        App::new().app_data(app_state.clone()).wrap(security_headers()).route("/metrics", web::get().to(api::metrics))
+    })
+    .workers(1)
+    .disable_signals()
+    .shutdown_timeout(1)
+    .bind(&bind)
+    .map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
+    let addr = server.addrs().first().copied();
+    info!(addr = ?addr, "serving /metrics on a listener of its own (ROOMD__METRICS__PORT)");
+    actix_web::rt::spawn(server.run());
+    Ok(addr)
 }
 
 /// Sockets closed since the last trim before the allocator is asked to give memory back.

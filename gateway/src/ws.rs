@@ -81,12 +81,7 @@ pub async fn upgrade(
     };
     let token_exp = claims.exp;
     let user = PlayerId::from(claims.sub);
-    if !state.open_socket(&user) {
-        let err = crate::error::ApiError::new(
-            actix_web::http::StatusCode::TOO_MANY_REQUESTS,
-            "too_many_sockets",
-            "동시에 열 수 있는 연결이 너무 많아요",
-        );
+    if let Err(err) = state.open_socket(&user).await {
         return Ok(err.into_response());
     }
     let settings = &state.settings.ws;

@@ -4,14 +4,31 @@
 
 mod support;
 
-use serde_json::json;
+use serde_json::{json, Value};
 use std::time::Duration;
 use support::{start_server_with, Server};
 
 const ADMIN: &str = "admin-token-for-tests-0123456789";
 
+/// An admin-enabled node that believes `X-Forwarded-For` from 127.0.0.1, so a test can
+/// speak from several client addresses (failed admin attempts are limited per address).
 fn admin_server() -> Server {
-    start_server_with(|s| s.admin.token = Some(ADMIN.into()))
+    start_server_with(|s| {
+        s.admin.token = Some(ADMIN.into());
+        s.http.trusted_proxies = vec!["127.0.0.1/32".parse().unwrap()];
+    })
+}
+
+/// `GET path` as client `from` (through the trusted proxy): status, `Retry-After`, body.
+async fn get_from(server: &Server, path: &str, token: Option<&str>, from: &str) -> (u16, Option<u64>, Value) {
+    let mut req = server.http.get(server.url(path)).header("x-forwarded-for", from);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let retry = resp.headers().get("retry-after").map(|v| v.to_str().unwrap().parse().unwrap());
+    (status, retry, resp.json().await.unwrap_or(Value::Null))
 }
 
 async fn metrics(server: &Server) -> String {
@@ -49,17 +66,22 @@ async fn no_token_a_player_token_and_a_wrong_token_are_refused_with_401() {
     let room = server.create_room(&player, "tally", json!({"target": 10}), 60).await;
     let wrong = format!("{ADMIN}x");
     let refused: [Option<&str>; 4] = [None, Some(&player.token), Some(&wrong), Some("")];
-    for token in refused {
+    // Each from an address of its own: one address is throttled after 10 failures.
+    for (i, token) in refused.into_iter().enumerate() {
+        let from = format!("198.51.100.{i}");
         for path in ["/admin/api/nodes", "/admin/api/rooms", &format!("/admin/api/rooms/{room}")] {
-            let (status, body) = server.get(path, token).await;
+            let (status, _, body) = get_from(&server, path, token, &from).await;
             assert_eq!(status, 401, "{path} with {token:?}: {body}");
             assert_eq!(body["code"], "unauthorized");
         }
-        let (status, _) = server.post(&format!("/admin/api/rooms/{room}/close"), token, json!({})).await;
-        assert_eq!(status, 401);
-        let (status, _) =
-            server.post(&format!("/admin/api/rooms/{room}/kick"), token, json!({"user": player.id})).await;
-        assert_eq!(status, 401);
+        for (path, body) in [("close", json!({})), ("kick", json!({"user": player.id}))] {
+            let mut req = server.http.post(server.url(&format!("/admin/api/rooms/{room}/{path}")));
+            req = req.header("x-forwarded-for", &from).json(&body);
+            if let Some(t) = token {
+                req = req.bearer_auth(t);
+            }
+            assert_eq!(req.send().await.unwrap().status(), 401);
+        }
     }
     // Nothing happened to the room.
     assert_eq!(server.get(&format!("/api/rooms/{room}"), Some(&player.token)).await.1["status"], "waiting");
@@ -308,4 +330,114 @@ async fn drain_through_the_admin_api_does_what_sigterm_does() {
         assert!(tokio::time::Instant::now() < deadline, "node still ready after an admin drain");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// A node refuses to start with an admin token shorter than 32 characters, and says why
+/// (without the token); before, `a` was accepted.
+#[test]
+fn a_short_admin_token_stops_the_node_with_its_reason() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = std::process::Command::new(env!("CARGO_BIN_EXE_roomd"))
+        .current_dir(dir.path())
+        .env("ROOMD__HTTP__PORT", "0")
+        .env("ROOMD__STORE__KIND", "memory")
+        .env("ROOMD__AUTH__SECRET", support::TEST_SECRET)
+        .env("ROOMD__ADMIN__TOKEN", "short-tokn")
+        .env_remove("ROOMD__REDIS__URL")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = node.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = node.kill();
+            let _ = node.wait();
+            panic!("roomd is still running with a 10-character admin token");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut said = String::new();
+    node.stderr.take().unwrap().read_to_string(&mut said).unwrap();
+    assert!(!status.success(), "{said}");
+    assert!(said.contains("ROOMD__ADMIN__TOKEN is 10 characters long") && said.contains("at least 32"), "{said}");
+    assert!(!said.contains("short-tokn"), "the token was echoed: {said}");
+}
+
+/// After 10 failures from one address, that address is answered 429 (`Retry-After`, a
+/// Korean reason) whatever it sends, the right token included: a throttle the right token
+/// passed would tell a guesser which guess was right. Other addresses are not held up,
+/// and once the time it was told has passed, the address is let in again.
+#[tokio::test]
+async fn an_address_that_fails_too_often_is_throttled_even_with_the_right_token() {
+    let server = admin_server();
+    let guesser = "203.0.113.7";
+    for i in 0..10 {
+        let (status, _, body) = get_from(&server, "/admin/api/nodes", Some(&format!("guess-{i}")), guesser).await;
+        assert_eq!(status, 401, "guess {i} is within the burst: {body}");
+    }
+    let (status, retry, body) = get_from(&server, "/admin/api/nodes", Some(ADMIN), guesser).await;
+    assert_eq!(status, 429, "the right token from a throttled address: {body}");
+    assert_eq!(body["code"], "rate_limited");
+    assert!(body["reason"].as_str().unwrap().contains("잠시 후"), "{body}");
+    let retry = retry.expect("Retry-After");
+    assert!((1..=12).contains(&retry), "one failure comes back every 12 s: Retry-After {retry}");
+    let (status, _, _) = get_from(&server, "/admin/api/rooms", Some("still-guessing"), guesser).await;
+    assert_eq!(status, 429);
+    let (status, _, body) = get_from(&server, "/admin/api/nodes", Some(ADMIN), "203.0.113.8").await;
+    assert_eq!(status, 200, "another address is not throttled: {body}");
+    tokio::time::sleep(Duration::from_secs(retry) + Duration::from_millis(200)).await;
+    let (status, _, body) = get_from(&server, "/admin/api/nodes", Some(ADMIN), guesser).await;
+    assert_eq!(status, 200, "let in again after Retry-After: {body}");
+    // Refusals all counted (10 wrong, 2 throttled).
+    assert_eq!(sample(&metrics(&server).await, "roomd_admin_auth_failures_total"), 12.0);
+}
+
+/// Failed admin attempts are logged as one summary line per 10 s (counts and addresses),
+/// not one line each: 300 guesses used to write 300 warnings.
+#[tokio::test]
+async fn many_failed_admin_attempts_write_a_bounded_number_of_log_lines() {
+    use support::procs::{Proc, Settings};
+    let node = Proc::spawn(
+        "admin-log",
+        Settings::base()
+            .unset("ROOMD__REDIS__URL")
+            .set("ROOMD__STORE__KIND", "memory")
+            .set("ROOMD__AUTH__SECRET", support::TEST_SECRET)
+            .set("ROOMD__ADMIN__TOKEN", ADMIN)
+            .set("ROOMD__LOG__FORMAT", "json"),
+    );
+    let http = reqwest::Client::new();
+    let mut statuses = std::collections::BTreeMap::new();
+    for i in 0..300 {
+        let r = http.get(format!("{}/admin/api/rooms", node.base)).bearer_auth(format!("guess-{i}")).send().await;
+        *statuses.entry(r.unwrap().status().as_u16()).or_insert(0) += 1;
+    }
+    assert_eq!(statuses, [(401, 10), (429, 290)].into_iter().collect(), "10 failures, then throttled");
+    // The summary comes within one period (10 s) of the failures (two lines if the
+    // failures straddled the end of one).
+    let refused = |line: &Value| line["refused"].as_u64().unwrap() + line["throttled"].as_u64().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(25);
+    let (summaries, log) = loop {
+        let log = node.log.lock().unwrap().clone();
+        let summaries: Vec<Value> = log
+            .lines()
+            .filter(|l| l.contains("admin API requests refused"))
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        if summaries.iter().map(refused).sum::<u64>() >= 300 {
+            break (summaries, log);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no summary of all 300 refusals in\n{log}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(summaries.iter().map(refused).sum::<u64>(), 300);
+    let warnings = log.lines().filter(|l| l.contains(r#""level":"WARN""#)).count();
+    assert!(warnings <= 2, "{warnings} warnings for 300 failures:\n{log}");
+    assert!(summaries[0]["addresses"].as_str().unwrap().contains("127.0.0.1"), "{}", summaries[0]);
 }

@@ -982,3 +982,53 @@ fn a_public_url_that_is_not_an_http_base_url_stops_the_node_with_its_reason() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "a refused start wrote {left:?}");
 }
+
+/// The per-user socket cap (`ROOMD__WS__MAX_SOCKETS_PER_USER`, 8) counts a user's sockets
+/// on every node, not on each (three nodes used to allow 24): with 4 open on each of two
+/// nodes, a 9th is refused on either with 429 `too_many_sockets`; once one closes, one more
+/// is accepted.
+#[tokio::test]
+async fn the_per_user_socket_cap_counts_the_sockets_on_every_node() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [node("sa", &prefix), node("sb", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    // Each node reads the live nodes every 100 ms: let both have read the other.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let http = reqwest::Client::new();
+    let (_, user) = token(&http, &nodes[0], "소켓").await;
+    let open = |node: usize| {
+        let url = format!("{}/ws?token={user}", nodes[node].ws());
+        async move { tokio_tungstenite::connect_async(url).await }
+    };
+    let refused = |result: Result<_, tokio_tungstenite::tungstenite::Error>| match result {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            let body = resp.body().as_deref().map(String::from_utf8_lossy).unwrap_or_default().into_owned();
+            Some((resp.status().as_u16(), body))
+        }
+        Err(e) => panic!("expected an HTTP answer, got {e}"),
+        Ok(_) => None,
+    };
+    let mut sockets = Vec::new();
+    for i in 0..8 {
+        let (ws, _) = open(i % 2).await.unwrap_or_else(|e| panic!("socket {i}: {e}"));
+        sockets.push(ws);
+    }
+    for node in 0..2 {
+        let (status, body) = refused(open(node).await).unwrap_or_else(|| panic!("a 9th socket opened on node {node}"));
+        assert_eq!(status, 429, "{body}");
+        assert!(body.contains("too_many_sockets"), "{body}");
+    }
+    let mut closed = sockets.remove(0);
+    closed.close(None).await.unwrap();
+    // The close reaches Redis in the background: the next socket is accepted soon after.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match refused(open(1).await) {
+            None => break,
+            Some((status, body)) => assert_eq!(status, 429, "{body}"),
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no socket accepted after one of 8 closed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -13,7 +13,7 @@ use std::time::Duration;
 use support::procs::{connect, next_within, redis_url, send, token, until_all_see, Proc, Settings, Ws};
 use tokio_tungstenite::tungstenite::Message;
 
-const ADMIN: &str = "cluster-admin-token-42";
+const ADMIN: &str = "cluster-admin-token-0123456789abcdef";
 
 /// A node with a short lease, the admin API on, and its JSON log kept (`Proc::log`).
 fn node(id: &str, prefix: &str) -> Proc {

@@ -71,3 +71,39 @@ async fn metrics_show_rooms_sessions_actions_rejects_and_latencies() {
         assert_eq!(sample(&text, name), 0.0, "{name}");
     }
 }
+
+/// With `ROOMD__METRICS__PORT` set, `/metrics` is served on that port only (and nothing
+/// else is): the player port answers 404 for it, as for a path that does not exist. Without
+/// it, `/metrics` stays on the player port (the test above).
+#[tokio::test]
+async fn metrics_on_a_listener_of_their_own_are_not_served_on_the_player_port() {
+    use support::procs::{free_port, Proc, Settings};
+    let port = free_port();
+    let node = Proc::spawn(
+        "metrics-port",
+        Settings::base()
+            .unset("ROOMD__REDIS__URL")
+            .set("ROOMD__STORE__KIND", "memory")
+            .set("ROOMD__AUTH__SECRET", support::TEST_SECRET)
+            .set("ROOMD__METRICS__BIND", "127.0.0.1")
+            .set("ROOMD__METRICS__PORT", port.to_string()),
+    );
+    let http = reqwest::Client::new();
+    let (_, token) = guest(&http, &node.base, "alice").await;
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("{}/ws?token={token}", node.ws())).await.unwrap();
+    let on_player_port = http.get(format!("{}/metrics", node.base)).send().await.unwrap();
+    assert_eq!(on_player_port.status(), 404);
+    let body: Value = on_player_port.json().await.unwrap();
+    assert_eq!(body["code"], "not_found");
+    let metrics = format!("http://127.0.0.1:{port}");
+    let scraped = http.get(format!("{metrics}/metrics")).send().await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    let text = scraped.text().await.unwrap();
+    assert_eq!(sample(&text, "roomd_sessions"), 1.0, "the node's own metrics");
+    assert!(text.contains("roomd_build_info{"), "{text}");
+    assert!(node.banner.contains(&format!("metrics on http://127.0.0.1:{port}/metrics")), "{}", node.banner);
+    for path in ["/healthz", "/api/games", "/admin/api/nodes", "/"] {
+        assert_eq!(http.get(format!("{metrics}{path}")).send().await.unwrap().status(), 404, "{path}");
+    }
+    ws.close(None).await.unwrap();
+}

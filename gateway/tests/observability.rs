@@ -7,7 +7,7 @@ mod support;
 use serde_json::json;
 use std::collections::BTreeSet;
 
-const ADMIN: &str = "observability-admin-token";
+const ADMIN: &str = "observability-admin-token-0123456789";
 
 /// Every `roomd_…` / `process_…` identifier in `text`.
 fn metric_names(text: &str) -> BTreeSet<String> {

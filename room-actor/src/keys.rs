@@ -153,6 +153,19 @@ impl Keys {
     pub fn user_seated(&self, user: &str) -> String {
         format!("{}:user:{{{user}}}:seated", self.prefix)
     }
+
+    /// A user's open WebSockets, a hash with one field per node (its count there), for the
+    /// per-user socket cap across the cluster (`cluster/quota.rs`, `UserSockets`).
+    pub fn user_sockets(&self, user: &str) -> String {
+        format!("{}:user:{{{user}}}:sockets", self.prefix)
+    }
+
+    /// The users a node counted sockets for in their [`Keys::user_sockets`], so that the
+    /// node, restarted with the same id, can zero its field in each (its old sockets died
+    /// with the process). Used alone: no hash tag.
+    pub fn node_socket_users(&self, node: &str) -> String {
+        format!("{}:node:{node}:socket-users", self.prefix)
+    }
 }
 
 #[cfg(test)]

@@ -1437,3 +1437,57 @@ async fn waiting_seats_are_counted_from_the_users_own_rooms() {
     let ttl: i64 = redis::cmd("TTL").arg(keys.user_seated("u_seated")).query_async(&mut conn).await.unwrap();
     assert!((1800..=1860).contains(&ttl), "the index expires after a room could still wait: {ttl}");
 }
+
+/// The per-user socket cap across nodes: sockets count on every live node together; a node
+/// not live (dead) is not counted, so its leftovers lock nobody out; a close never takes a
+/// count below zero; and a node restarted with the same id zeroes what its previous run
+/// counted before it counts again.
+#[tokio::test]
+async fn user_sockets_are_counted_on_the_live_nodes_together() {
+    use room_actor::cluster::quota::{UserSockets, SOCKETS_TTL};
+    let (store, keys) = store().await;
+    let node = |id: &str| UserSockets::new(store.connection(), keys.clone(), id);
+    let (a, b, dead) = (node("na"), node("nb"), node("nx"));
+    let user = PlayerId::from("u_sockets");
+    // "nx" counted 5 sockets, then died: the live nodes do not see it.
+    for _ in 0..5 {
+        assert!(dead.open(&user, 8).await.unwrap());
+    }
+    a.set_live(["na".to_owned(), "nb".to_owned()]);
+    b.set_live(["na".to_owned(), "nb".to_owned()]);
+    for i in 0..8 {
+        let on = if i % 2 == 0 { &a } else { &b };
+        assert!(on.open(&user, 8).await.unwrap(), "socket {i}");
+    }
+    assert!(!a.open(&user, 8).await.unwrap(), "a 9th on a");
+    assert!(!b.open(&user, 8).await.unwrap(), "a 9th on b");
+    // Were "nx" live, its sockets would count too.
+    a.set_live(["nb".to_owned(), "nx".to_owned()]);
+    b.close(&user).await.unwrap();
+    assert!(!a.open(&user, 8).await.unwrap(), "7 + 5 of a live nx");
+    a.set_live(["nb".to_owned()]);
+    assert!(a.open(&user, 8).await.unwrap(), "one closed on b: one more fits");
+    // b closes more than it counted: its field goes, never below zero.
+    for _ in 0..6 {
+        b.close(&user).await.unwrap();
+    }
+    let mut conn = store.connection();
+    let counts: std::collections::HashMap<String, i64> =
+        redis::AsyncCommands::hgetall(&mut conn, keys.user_sockets("u_sockets")).await.unwrap();
+    assert_eq!(counts.get("na"), Some(&5));
+    assert_eq!(counts.get("nb"), None, "{counts:?}");
+    let ttl: i64 = redis::AsyncCommands::pttl(&mut conn, keys.user_sockets("u_sockets")).await.unwrap();
+    assert!(ttl > 0 && ttl <= SOCKETS_TTL.as_millis() as i64, "{ttl}");
+    // "na" restarts with the same id: its 5 sockets died with it.
+    let restarted = node("na");
+    assert_eq!(restarted.forget_previous().await.unwrap(), 1);
+    let counts: std::collections::HashMap<String, i64> =
+        redis::AsyncCommands::hgetall(&mut conn, keys.user_sockets("u_sockets")).await.unwrap();
+    assert_eq!(counts.get("na"), None, "{counts:?}");
+    assert_eq!(counts.get("nx"), Some(&5), "another node's leftovers are its own to zero");
+    restarted.set_live(["nb".to_owned()]);
+    for i in 0..8 {
+        assert!(restarted.open(&user, 8).await.unwrap(), "socket {i} after the restart");
+    }
+    assert!(!restarted.open(&user, 8).await.unwrap());
+}

@@ -1,6 +1,7 @@
 //! The per-user caps across the cluster: open rooms hosted
-//! (`ROOMD__ROOMS__MAX_OPEN_PER_USER`, [`RoomQuota`]) and seats in rooms that have not
-//! started (`ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER`, [`WaitingSeats`]).
+//! (`ROOMD__ROOMS__MAX_OPEN_PER_USER`, [`RoomQuota`]), seats in rooms that have not
+//! started (`ROOMD__ROOMS__MAX_WAITING_SEATS_PER_USER`, [`WaitingSeats`]) and open
+//! WebSockets (`ROOMD__WS__MAX_SOCKETS_PER_USER`, [`UserSockets`]).
 //!
 //! Each user has a set of the open rooms they host, `<prefix>:user:{ID}:rooms` (the
 //! user's hash tag, next to their games index). Creating a room takes a slot with one
@@ -16,6 +17,7 @@ use crate::keys::Keys;
 use crate::redis_conn::RedisConn;
 use engine::PlayerId;
 use redis::{AsyncCommands, Script};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 fn unavailable(e: redis::RedisError) -> StoreError {
@@ -129,5 +131,110 @@ impl WaitingSeats {
         pipe.sadd(&key, room).ignore().expire(&key, self.ttl.as_secs() as i64).ignore();
         pipe.query_async::<()>(&mut conn).await.map_err(unavailable)?;
         Ok(true)
+    }
+}
+
+/// The per-user cap on open WebSockets, across the cluster.
+///
+/// Each user has a hash `<prefix>:user:{ID}:sockets` with one field per node: how many of
+/// the user's sockets are open there. Opening one is a script (`lua/sockets_open.lua`) that
+/// sums the fields of the live nodes and adds one to this node's field if the sum is under
+/// the cap; closing one takes it off again (`lua/sockets_close.lua`): one round trip each,
+/// nothing per message. Fields of nodes that are not live are not counted, so the sockets
+/// of a node that died do not lock its users out; a node restarted with the same id zeroes
+/// its old fields first ([`UserSockets::forget_previous`]), from the set of users it
+/// counted (`<prefix>:node:<id>:socket-users`). Both expire [`SOCKETS_TTL`] after their last
+/// change: a count can only outlive its sockets by that much (a close that never reached
+/// Redis), and a user whose sockets stay open and unchanged that long is undercounted.
+#[derive(Clone)]
+pub struct UserSockets {
+    conn: RedisConn,
+    keys: Keys,
+    node: String,
+    open: Script,
+    close: Script,
+    /// The other live nodes, as the failure detector last read them (every 100 ms).
+    live: Arc<RwLock<Arc<[String]>>>,
+}
+
+/// How long a user's socket counts (and a node's set of users) live after their last
+/// change.
+pub const SOCKETS_TTL: Duration = Duration::from_secs(24 * 3600);
+
+/// Users whose field a restarted node zeroes per batch.
+const FORGET_BATCH: usize = 500;
+
+impl UserSockets {
+    pub fn new(conn: RedisConn, keys: Keys, node: &str) -> UserSockets {
+        UserSockets {
+            conn,
+            keys,
+            node: node.to_owned(),
+            open: Script::new(include_str!("../lua/sockets_open.lua")),
+            close: Script::new(include_str!("../lua/sockets_close.lua")),
+            live: Arc::new(RwLock::new(Arc::from(Vec::new()))),
+        }
+    }
+
+    /// The live nodes (this one may be among them) whose counts are summed.
+    pub fn set_live(&self, nodes: impl IntoIterator<Item = String>) {
+        let nodes: Arc<[String]> = nodes.into_iter().filter(|n| n != &self.node).collect();
+        if let Ok(mut live) = self.live.write() {
+            *live = nodes;
+        }
+    }
+
+    /// Counts one more socket of `user` on this node; `false` (nothing counted) when they
+    /// already have `cap` open on the live nodes.
+    pub async fn open(&self, user: &PlayerId, cap: usize) -> Result<bool, StoreError> {
+        let live = self.live.read().map(|l| l.clone()).unwrap_or_else(|_| Arc::from(Vec::new()));
+        let mut invocation = self.open.key(self.keys.user_sockets(user.as_str()));
+        invocation.arg(&self.node).arg(cap).arg(SOCKETS_TTL.as_millis() as u64);
+        for node in live.iter() {
+            invocation.arg(node);
+        }
+        let users = self.keys.node_socket_users(&self.node);
+        let mut remember = redis::pipe();
+        remember.sadd(&users, user.as_str()).ignore().pexpire(&users, SOCKETS_TTL.as_millis() as i64).ignore();
+        let (mut a, mut b) = (self.conn.clone(), self.conn.clone());
+        // The user joins this node's set whether or not the socket is counted (a user in
+        // the set without a count costs one `HDEL` at a restart), so both go at once.
+        let (opened, remembered) =
+            tokio::join!(invocation.invoke_async::<u8>(&mut a), remember.query_async::<()>(&mut b));
+        remembered.map_err(unavailable)?;
+        Ok(opened.map_err(unavailable)? == 1)
+    }
+
+    /// Counts one socket of `user` on this node less.
+    pub async fn close(&self, user: &PlayerId) -> Result<(), StoreError> {
+        let mut conn = self.conn.clone();
+        let left: i64 = self
+            .close
+            .key(self.keys.user_sockets(user.as_str()))
+            .arg(&self.node)
+            .arg(SOCKETS_TTL.as_millis() as u64)
+            .invoke_async(&mut conn)
+            .await
+            .map_err(unavailable)?;
+        if left == 0 {
+            conn.srem::<_, _, ()>(self.keys.node_socket_users(&self.node), user.as_str()).await.map_err(unavailable)?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes this node id's count in every user hash it wrote: call it before the node
+    /// serves, when its sockets of a previous run (the same node id, restarted) are gone.
+    /// How many users it had counted.
+    pub async fn forget_previous(&self) -> Result<usize, StoreError> {
+        let mut conn = self.conn.clone();
+        let key = self.keys.node_socket_users(&self.node);
+        let users: Vec<String> = conn.smembers(&key).await.map_err(unavailable)?;
+        for batch in users.chunks(FORGET_BATCH) {
+            let hdels: Vec<redis::Cmd> =
+                batch.iter().map(|user| redis::Cmd::hdel(self.keys.user_sockets(user), &self.node)).collect();
+            self.conn.each::<()>(&hdels).await.map_err(unavailable)?;
+        }
+        conn.del::<_, ()>(&key).await.map_err(unavailable)?;
+        Ok(users.len())
     }
 }

@@ -13,7 +13,7 @@ use crate::cluster::link::{self, Gate, Inbound, LinkKey, Links, PeerBook};
 use crate::cluster::membership::Membership;
 use crate::cluster::outbox::Outboxes;
 use crate::cluster::placement;
-use crate::cluster::quota::{RoomQuota, WaitingSeats};
+use crate::cluster::quota::{RoomQuota, UserSockets, WaitingSeats};
 use crate::cluster::routes::{self, RouteBoard};
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
@@ -125,6 +125,8 @@ pub struct ClusterNode {
     pub quota: RoomQuota,
     /// The per-user cap on seats in waiting rooms, from each user's own index.
     pub seats: WaitingSeats,
+    /// The per-user cap on open sockets, counted on every live node.
+    pub sockets: UserSockets,
     /// Failure detection's state, fed by its polls; also when each node's bus subscription
     /// was last seen (`roomd_failover_resume_seconds` times a room taken over from a node
     /// from there, whichever path takes it, the failover scan or a lookup).
@@ -199,6 +201,7 @@ impl ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
             quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
             seats: WaitingSeats::new(conn.clone(), keys.clone(), deps.waiting_ttl),
+            sockets: UserSockets::new(conn.clone(), keys.clone(), &config.node_id),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
             outboxes,
             config,
@@ -713,6 +716,8 @@ impl ClusterNode {
             self.peers.set(addrs);
         }
         let others: Vec<String> = live.iter().filter(|(m, _)| m.id != self.id()).map(|(m, _)| m.id.clone()).collect();
+        // The per-user socket cap counts the sockets on these nodes only.
+        self.sockets.set_live(others.iter().cloned());
         let counts = failover::subscribers(&self.store.connection(), &self.config.prefix, &others).await?;
         let verdict = match self.detector.lock() {
             Ok(mut detector) => detector.observe(self.id(), &live, &counts, Instant::now()),
