@@ -10,13 +10,13 @@
 //! summary line per [`FAILURE_REPORT_EVERY`] (counts and the busiest addresses), not a
 //! line each: 3,000 guesses used to write 3,000 warnings.
 
+use crate::limits::AddrKey;
 use governor::clock::{Clock, DefaultClock};
 use governor::middleware::StateInformationMiddleware;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use prometheus::{IntCounterVec, Opts, Registry};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use crate::limits::AddrKey;
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::{Mutex, OnceLock};
@@ -145,7 +145,6 @@ fn busiest(by_address: HashMap<AddrKey, u64>) -> (String, usize) {
     let named: Vec<String> = addresses.iter().take(ADDRESSES_NAMED).map(|(ip, n)| format!("{ip} \u{d7}{n}")).collect();
     (named.join(", "), unnamed)
 }
-
 
 /// Admin state kept by the node.
 pub struct Admin {
@@ -328,7 +327,7 @@ mod tests {
         {
             let summary = a.failures.summary.lock().unwrap();
             assert_eq!((summary.wrong, summary.throttled, summary.others), (11, 2, 0));
-            assert_eq!(summary.by_address[&guesser], 12);
+            assert_eq!(summary.by_address[&AddrKey::from(guesser)], 12);
         }
         a.report_failures();
         let summary = a.failures.summary.lock().unwrap();
