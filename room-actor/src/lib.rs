@@ -27,6 +27,8 @@
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`threads`]: the node's worker threads (where a cluster node runs its bus receiver).
+//! - [`supervise`]: the node's core tasks, started again when they end (or the process
+//!   ends, so its orchestrator starts a fresh one).
 
 pub mod cluster;
 pub mod dedupe;
@@ -52,6 +54,7 @@ pub mod room_ref;
 pub mod sessions;
 pub mod spawn;
 pub mod store;
+pub mod supervise;
 pub mod threads;
 pub mod wire;
 
