@@ -13,6 +13,11 @@
 //! with a clear log line) frames from an incompatible roomd during a rolling upgrade; the
 //! timestamp gives `roomd_bus_lag_seconds`, the publish→deliver lag (across hosts it
 //! includes their clock offset, so keep nodes on NTP).
+//!
+//! A frame of no envelopes is a node's probe of its own subscription, published to
+//! itself every second (`cluster/node/receive.rs`): every decoder of this version
+//! accepts it and has nothing to deliver, so even an older node that got one (it never
+//! should: a node probes its own channel only) would ignore it.
 
 use crate::error::StoreError;
 // Frames carry their own version byte: the envelope inside is bare bincode.
@@ -242,7 +247,11 @@ pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
         Ok((envelopes, sent)) => {
             // A sender whose clock is ahead gives a negative lag: recorded as zero.
             let lag = SystemTime::now().duration_since(sent).unwrap_or_default();
-            metrics.bus_lag.observe(lag.as_secs_f64());
+            // A probe (no envelopes: the node's own, see the module doc) crossed no hop
+            // between nodes: it would only dilute what the lag tells.
+            if !envelopes.is_empty() {
+                metrics.bus_lag.observe(lag.as_secs_f64());
+            }
             Some(Delivered { envelopes, lag })
         }
         Err(e) => {
@@ -275,16 +284,33 @@ pub fn accept_frame(bytes: &[u8], metrics: &RoomMetrics) -> Option<Delivered> {
 /// subscribes again at once, leaving out the seeds flagged as failing.
 pub const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(250);
 
-/// Subscribes to this node's channel and forwards decoded envelopes, resubscribing with
-/// backoff whenever Redis goes away, until the receiver is dropped.
-pub fn subscribe(
-    target: RedisTarget,
-    prefix: String,
-    node: String,
-    metrics: RoomMetrics,
-) -> mpsc::UnboundedReceiver<Delivered> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
+/// A node's subscription to its bus channel: the frames it delivers, in order, while its
+/// task runs (dropping this ends the task at once).
+pub struct Subscription {
+    frames: mpsc::UnboundedReceiver<Delivered>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Subscription {
+    /// The next frame; `None` once the subscription's task ended (it never does by
+    /// itself unless it panicked: its owner then makes a new one).
+    pub async fn recv(&mut self) -> Option<Delivered> {
+        self.frames.recv().await
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Subscribes to this node's channel on the current thread and forwards decoded
+/// envelopes, resubscribing with backoff whenever Redis goes away, until the
+/// [`Subscription`] is dropped.
+pub fn subscribe(target: RedisTarget, prefix: String, node: String, metrics: RoomMetrics) -> Subscription {
+    let (tx, frames) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
         let channel = channel(&prefix, &node);
         let mut backoff = Duration::from_millis(50);
         let mut source = match target {
@@ -335,7 +361,7 @@ pub fn subscribe(
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     });
-    rx
+    Subscription { frames, task }
 }
 
 /// Where a node's subscription is: one Redis, or a Redis Cluster whose slot map it
@@ -563,6 +589,16 @@ mod tests {
         assert_eq!(accepted(&[], &m), None);
         assert_eq!(m.bus_dropped.get(), 3);
         assert_eq!(m.bus_lag.get_sample_count(), 6);
+    }
+
+    #[test]
+    fn a_probe_is_a_frame_of_no_envelopes_that_delivers_nothing_and_is_no_lag_sample() {
+        let m = metrics();
+        let probe = encode_frame(&[], SystemTime::now()).unwrap();
+        assert_eq!(probe.len(), HEADER + 1, "the header and an empty list");
+        assert_eq!(accept_frame(&probe, &m).map(|d| d.envelopes), Some(Vec::new()));
+        assert_eq!(m.bus_dropped.get(), 0, "a valid frame");
+        assert_eq!(m.bus_lag.get_sample_count(), 0, "no hop between nodes");
     }
 
     #[test]
