@@ -2,6 +2,7 @@
 //! connections through it die without closing: what a partition, a host gone behind a
 //! stable address, or a firewall that forgets a connection looks like to both ends.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -18,13 +19,21 @@ struct Conn {
     hole: Arc<AtomicBool>,
     /// The first bytes its client sent.
     opening: Arc<Mutex<Vec<u8>>>,
+    /// The proxy's end of the connection upstream: the client address the upstream
+    /// server sees (what Redis's `CLIENT KILL ADDR` names).
+    upstream: SocketAddr,
 }
+
+/// Which new connections the proxy holes as soon as their client's first bytes satisfy it.
+type Opening = Arc<Mutex<Option<Box<dyn Fn(&[u8]) -> bool + Send>>>>;
 
 pub struct Proxy {
     /// Where to connect through the proxy (a node's `ROOMD__CLUSTER__PEER_ADVERTISE`, or
     /// the host and port of its `ROOMD__REDIS__URL`).
     pub addr: String,
     conns: Arc<Mutex<Vec<Conn>>>,
+    /// See [`Proxy::black_hole_new_where`].
+    hole_new: Opening,
     accepting: JoinHandle<()>,
 }
 
@@ -34,20 +43,46 @@ impl Proxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let conns: Arc<Mutex<Vec<Conn>>> = Arc::default();
-        let taken = conns.clone();
+        let hole_new: Opening = Arc::default();
+        let (taken, holes) = (conns.clone(), hole_new.clone());
         let accepting = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = TcpStream::connect(&upstream).await else { continue };
                 let _ = (client.set_nodelay(true), server.set_nodelay(true));
-                let conn = Conn { hole: Arc::default(), opening: Arc::default() };
+                let Ok(local) = server.local_addr() else { continue };
+                let conn = Conn { hole: Arc::default(), opening: Arc::default(), upstream: local };
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
-                tokio::spawn(pump(client_read, server_write, conn.hole.clone(), Some(conn.opening.clone())));
+                let opening = Some((conn.opening.clone(), holes.clone()));
+                tokio::spawn(pump(client_read, server_write, conn.hole.clone(), opening));
                 tokio::spawn(pump(server_read, client_write, conn.hole.clone(), None));
                 taken.lock().unwrap().push(conn);
             }
         });
-        Proxy { addr, conns, accepting }
+        Proxy { addr, conns, hole_new, accepting }
+    }
+
+    /// From now on a connection whose client's first bytes satisfy `opened` is holed the
+    /// moment they do, before those bytes pass: it opens, and what it asks is never
+    /// answered. Open connections are left as they are.
+    pub fn black_hole_new_where(&self, opened: impl Fn(&[u8]) -> bool + Send + 'static) {
+        *self.hole_new.lock().unwrap() = Some(Box::new(opened));
+    }
+
+    /// New connections pass again (see [`Proxy::black_hole_new_where`]).
+    pub fn pass_new(&self) {
+        *self.hole_new.lock().unwrap() = None;
+    }
+
+    /// The upstream addresses (what the server sees as its clients' addresses) of the
+    /// open connections, not holed, whose client's first bytes satisfy `opened`.
+    pub fn upstream_where(&self, opened: impl Fn(&[u8]) -> bool) -> Vec<SocketAddr> {
+        let conns = self.conns.lock().unwrap();
+        conns
+            .iter()
+            .filter(|c| !c.hole.load(Ordering::Relaxed) && opened(&c.opening.lock().unwrap()))
+            .map(|c| c.upstream)
+            .collect()
     }
 
     /// From now on the connections open now pass nothing either way, and never close;
@@ -77,12 +112,13 @@ impl Drop for Proxy {
 }
 
 /// Copies `from` to `to` until `from` ends (then ends `to`), keeping the first bytes in
-/// `opening`; once `hole` is set, swallows what comes and keeps both ends open.
+/// `opening` (and holing the connection when they satisfy the proxy's test for new
+/// connections); once `hole` is set, swallows what comes and keeps both ends open.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     hole: Arc<AtomicBool>,
-    opening: Option<Arc<Mutex<Vec<u8>>>>,
+    opening: Option<(Arc<Mutex<Vec<u8>>>, Opening)>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -94,10 +130,14 @@ async fn pump(
             }
             continue;
         }
-        if let Some(opening) = &opening {
+        if let Some((opening, hole_new)) = &opening {
             let mut opening = opening.lock().unwrap();
             let room = OPENING.saturating_sub(opening.len()).min(n);
             opening.extend_from_slice(&buf[..room]);
+            if hole_new.lock().unwrap().as_ref().is_some_and(|opened| opened(&opening)) {
+                hole.store(true, Ordering::Relaxed);
+                continue;
+            }
         }
         if n == 0 || to.write_all(&buf[..n]).await.is_err() {
             return;
