@@ -138,14 +138,19 @@ pub fn self_stats(state: &AppState) -> Value {
 pub fn spawn_reporter(state: web::Data<AppState>) {
     let Some(cluster) = state.cluster.clone() else { return };
     let every = std::time::Duration::from_millis(state.settings.cluster.heartbeat_ms.max(100));
-    actix_web::rt::spawn(async move {
-        loop {
-            let stats = self_stats(&state);
-            let conn = cluster.store.connection();
-            if let Err(e) = ops::report(&conn, cluster.store.keys(), cluster.id(), &stats).await {
-                tracing::debug!(error = %e, "node stats not reported");
+    let supervisor = state.supervisor.clone();
+    // Started again if it ends: each report stands alone.
+    supervisor.spawn("node_stats", room_actor::supervise::Policy::Restart, move || {
+        let (state, cluster) = (state.clone(), cluster.clone());
+        async move {
+            loop {
+                let stats = self_stats(&state);
+                let conn = cluster.store.connection();
+                if let Err(e) = ops::report(&conn, cluster.store.keys(), cluster.id(), &stats).await {
+                    tracing::debug!(error = %e, "node stats not reported");
+                }
+                tokio::time::sleep(every).await;
             }
-            tokio::time::sleep(every).await;
         }
     });
 }

@@ -11,6 +11,7 @@ use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
 use room_actor::lobby::{self, LobbyFilter};
 use room_actor::spawn::{create_room, initial_info, CreateError, NewRoom};
+use room_actor::supervise::Down;
 use room_actor::RoomStatus;
 use serde::Deserialize;
 use serde_json::json;
@@ -76,13 +77,31 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(json!({"status": "ok"}))
 }
 
+/// Readiness: 200 only when the node can serve; otherwise 503 with the first reason that
+/// holds, as a status word (and a field or two operators can read):
+/// `draining` (it is leaving), `task_gone` (a core task cannot run: the process exits),
+/// `task_restarting` (a core task ended and starts again after a back-off),
+/// `store_unreachable` / `store_unavailable` (Redis, or the embedded node's disk), and
+/// `bus_unverified` (no probe came back through its bus subscription lately: it would
+/// not hear other nodes' frames for its rooms and players).
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    let unavailable = |body: serde_json::Value| HttpResponse::ServiceUnavailable().json(body);
     if state.draining.load(Ordering::Relaxed) {
-        return HttpResponse::ServiceUnavailable().json(json!({"status": "draining"}));
+        return unavailable(json!({"status": "draining"}));
+    }
+    match state.supervisor.down() {
+        Some((task, Down::Gone)) => return unavailable(json!({"status": "task_gone", "task": task})),
+        Some((task, Down::Restarting)) => return unavailable(json!({"status": "task_restarting", "task": task})),
+        None => {}
     }
     if let Some(cluster) = &state.cluster {
         if !cluster.store.ping().await {
-            return HttpResponse::ServiceUnavailable().json(json!({"status": "store_unreachable"}));
+            return unavailable(json!({"status": "store_unreachable"}));
+        }
+        let bus = cluster.bus_check();
+        if !bus.verified() {
+            let silent_ms = bus.silence().map(|s| u64::try_from(s.as_millis()).unwrap_or(u64::MAX));
+            return unavailable(json!({"status": "bus_unverified", "node": state.node_id, "silentMs": silent_ms}));
         }
         let live = cluster.members.live(state.room_deps.clock.now_ms()).await.map(|m| m.len()).unwrap_or(0);
         return HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id, "liveNodes": live}));
@@ -90,7 +109,7 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     if let Some(store) = &state.file_store {
         // A real write and fsync: a full disk or a failing device answers 503.
         if !store.probe().await {
-            return HttpResponse::ServiceUnavailable().json(json!({"status": "store_unavailable"}));
+            return unavailable(json!({"status": "store_unavailable"}));
         }
     }
     HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id}))

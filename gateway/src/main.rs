@@ -57,11 +57,16 @@ async fn main() -> anyhow::Result<()> {
     let server = running.server;
     let handle = server.handle();
     let state = running.state.clone();
-    actix_web::rt::spawn(async move {
-        let signal = wait_for_signal().await;
-        tracing::info!(signal, "draining");
-        gateway::server::drain(&state).await;
-        handle.stop(true).await;
+    // Not started again if it dies: a drain half done cannot be resumed, and the process
+    // was on its way out (see `room_actor::supervise::Policy::ExitOnFailure`).
+    running.state.supervisor.spawn("signals", room_actor::supervise::Policy::ExitOnFailure, move || {
+        let (state, handle) = (state.clone(), handle.clone());
+        async move {
+            let signal = wait_for_signal().await;
+            tracing::info!(signal, "draining");
+            gateway::server::drain(&state).await;
+            handle.stop(true).await;
+        }
     });
     let served = server.await.context("serving");
     tracing::info!("stopped");

@@ -18,6 +18,7 @@ use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
 use room_actor::room::Clock;
 use room_actor::sessions::Sessions;
+use room_actor::supervise::{self, Ended, Policy, Supervisor};
 use room_actor::RedisStore;
 use room_actor::{Directory, FileStore, MemoryStore, RoomDeps, RoomStore, Rooms};
 use std::net::SocketAddr;
@@ -159,6 +160,8 @@ impl AppState {
         };
         let failover = FailoverMetrics::new()?;
         failover.register(&registry)?;
+        let supervisor = Supervisor::new(exit_process)?;
+        supervisor.register(&registry)?;
         let cluster = match (redis, settings.redis.target().ok().flatten()) {
             (Some(redis), Some(target)) => {
                 let socket = peer_socket(&settings)?;
@@ -186,6 +189,7 @@ impl AppState {
                 if let Some((listener, _)) = socket {
                     node.listen_for_peers(listener);
                 }
+                node.bus_check().register(&registry)?;
                 Some(node)
             }
             _ => {
@@ -227,6 +231,7 @@ impl AppState {
             http_metrics,
             drain_request,
             room_threads: Arc::default(),
+            supervisor: Arc::new(supervisor),
         })
     }
 }
@@ -323,7 +328,7 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
                 warn!(error = %e, "socket counts of this node id's previous run not zeroed; they expire in a day")
             }
         }
-        cluster.run(Some(state.room_threads.clone()));
+        cluster.run(Some(state.room_threads.clone()), &state.supervisor);
     }
     serve(state)
 }
@@ -360,19 +365,23 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     server = server.max_connections(state.settings.http.max_connections.saturating_add(256));
     // Addresses back at a full burst are forgotten, so the limiter tables stay small; and
     // memory freed by closed sockets goes back to the OS. Refused admin requests are
-    // summarised in one log line per tick.
+    // summarised in one log line per tick. Started again if it ends: its state is a tick
+    // count.
     let chores = state.clone();
-    actix_web::rt::spawn(async move {
-        let mut tick = 0u64;
-        loop {
-            tokio::time::sleep(admin::FAILURE_REPORT_EVERY).await;
-            tick += 1;
-            if tick.is_multiple_of(6) {
-                chores.limits.forget_idle();
-                chores.admin.forget_idle();
+    state.supervisor.spawn("chores", Policy::Restart, move || {
+        let chores = chores.clone();
+        async move {
+            let mut tick = 0u64;
+            loop {
+                tokio::time::sleep(admin::FAILURE_REPORT_EVERY).await;
+                tick += 1;
+                if tick.is_multiple_of(6) {
+                    chores.limits.forget_idle();
+                    chores.admin.forget_idle();
+                }
+                chores.admin.report_failures();
+                trim_after_closes(&chores);
             }
-            chores.admin.report_failures();
-            trim_after_closes(&chores);
         }
     });
     let server = server.bind(&bind).map_err(|source| StartError::Bind { addr: bind.clone(), source })?;
@@ -383,16 +392,21 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     let _ = state.admin.addr.set(addr.to_string());
     admin::spawn_reporter(state.clone());
     // An operator's drain (`POST /admin/api/nodes/{id}/drain`, here or over the bus) does
-    // what SIGTERM does in `main`: drain, then stop serving.
+    // what SIGTERM does in `main`: drain, then stop serving. Not started again if it dies:
+    // a drain half done cannot be resumed (rooms handed over, sockets told to go), and
+    // the process was on its way out; exiting leaves the rest to failover.
     let (drain_state, handle) = (state.clone(), server.handle());
-    actix_web::rt::spawn(async move {
-        drain_state.drain_request.notified().await;
-        if drain_state.draining.load(std::sync::atomic::Ordering::Relaxed) {
-            return;
+    state.supervisor.spawn("operator_drain", Policy::ExitOnFailure, move || {
+        let (drain_state, handle) = (drain_state.clone(), handle.clone());
+        async move {
+            drain_state.drain_request.notified().await;
+            if drain_state.draining.load(std::sync::atomic::Ordering::Relaxed) {
+                return;
+            }
+            tracing::info!(node = %drain_state.node_id, "draining at an operator's request");
+            drain(&drain_state).await;
+            handle.stop(true).await;
         }
-        tracing::info!(node = %drain_state.node_id, "draining at an operator's request");
-        drain(&drain_state).await;
-        handle.stop(true).await;
     });
     Ok(Running { server, addr, metrics_addr, state })
 }
@@ -483,6 +497,23 @@ pub async fn drain(state: &AppState) {
     if let Some(cluster) = &state.cluster {
         cluster.leave().await;
     }
+    // The server stops next (its workers' threads with it): nothing that ends now is a
+    // failure.
+    state.supervisor.stop();
+}
+
+/// What ends the process when a core task cannot run (`room_actor::supervise`): a line
+/// on stderr, written at once whatever the log writer's state, and the exit code an
+/// orchestrator restarts on.
+fn exit_process(task: &'static str, ended: &Ended) {
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "roomd: the core task {task} {ended} and cannot run again; exiting with code {} so the node is started \
+         afresh",
+        supervise::EXIT_CODE
+    );
+    std::process::exit(supervise::EXIT_CODE);
 }
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ use prometheus::{IntCounter, IntGauge, Registry};
 use room_actor::cluster::node::ClusterNode;
 use room_actor::replay::ReplayCache;
 use room_actor::sessions::Sessions;
+use room_actor::supervise::Supervisor;
 use room_actor::{FileStore, RoomDeps, RoomStore, Rooms};
 use std::future::{ready, Ready};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -73,6 +74,9 @@ pub struct AppState {
     /// The HTTP workers, registered as they start (a cluster node's bus receiver runs on
     /// the first).
     pub room_threads: Arc<room_actor::threads::RoomThreads>,
+    /// Starts the node's core tasks and watches them (`room_actor::supervise`): a task
+    /// that ends starts again, or the process exits; `/readyz` says when one is down.
+    pub supervisor: Arc<Supervisor>,
 }
 
 /// The longest an upgrade waits for Redis to count a socket before it answers 503.

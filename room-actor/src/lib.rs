@@ -28,6 +28,8 @@
 //! - [`metrics`]: Prometheus counters and histograms.
 //! - [`threads`]: the node's worker threads (where a cluster node runs its bus receiver).
 //! - [`summary`]: warnings anyone on the network can repeat, logged once per period.
+//! - [`supervise`]: the node's core tasks, started again when they end (or the process
+//!   ends, so its orchestrator starts a fresh one).
 
 pub mod cluster;
 pub mod dedupe;
@@ -54,6 +56,7 @@ pub mod sessions;
 pub mod spawn;
 pub mod store;
 pub mod summary;
+pub mod supervise;
 pub mod threads;
 pub mod wire;
 

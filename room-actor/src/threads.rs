@@ -41,11 +41,12 @@ impl RoomThreads {
         self.count.send_replace(n);
     }
 
-    /// The first worker to register, once one has.
+    /// The first worker to register that still runs, once one has (a worker's arbiter
+    /// can stop while the node goes on: the task that ran there starts on the next).
     pub async fn first(&self) -> Option<ArbiterHandle> {
         let mut count = self.count.subscribe();
         count.wait_for(|n| *n > 0).await.ok()?;
-        self.arbiters.lock().ok()?.first().map(|(_, a)| a.clone())
+        self.arbiters.lock().ok()?.iter().map(|(_, a)| a).find(|a| a.alive()).cloned()
     }
 
     /// A worker for something started by a thread that is not one (the node's own tasks:

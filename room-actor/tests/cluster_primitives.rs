@@ -261,14 +261,14 @@ fn acts_in(delivered: &bus::Delivered) -> Vec<u64> {
 }
 
 /// Outboxes of a node, and the bus of `node-b` listening (a first message went through).
-async fn outboxes_to_node_b() -> (Outboxes, tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>) {
+async fn outboxes_to_node_b() -> (Outboxes, bus::Subscription) {
     let (store, prefix, rx) = bus_of_node_b().await;
     (Outboxes::new(Publisher::new(store.thread_conns(), &prefix), Duration::ZERO), rx)
 }
 
 /// A store, its prefix and the bus of `node-b` listening (a first message through an
 /// outbox of its own went through).
-async fn bus_of_node_b() -> (RedisStore, String, tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>) {
+async fn bus_of_node_b() -> (RedisStore, String, bus::Subscription) {
     let url = std::env::var("REDIS_URL").expect("REDIS_URL is not set: run the tests with ./scripts/test");
     let (store, _) = store().await;
     let prefix = format!("roomd-test-{}", Seed::from_os().unwrap().to_hex());
@@ -585,7 +585,7 @@ async fn a_remote_subscribers_frames_reach_its_node_in_order_with_their_close_fl
 }
 
 /// The next frame through Redis (10 s at most).
-async fn next_frame(rx: &mut tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>) -> bus::Delivered {
+async fn next_frame(rx: &mut bus::Subscription) -> bus::Delivered {
     tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("a frame").expect("the bus is up")
 }
 
@@ -598,7 +598,7 @@ async fn next_frame(rx: &mut tokio::sync::mpsc::UnboundedReceiver<bus::Delivered
 async fn a_busy_outbox_through_redis(
     store: &RedisStore,
     prefix: &str,
-    rx: &mut tokio::sync::mpsc::UnboundedReceiver<bus::Delivered>,
+    rx: &mut bus::Subscription,
 ) -> (Outboxes, Vec<u64>) {
     let outboxes = Outboxes::new(Publisher::new(store.thread_conns(), prefix), Duration::from_secs(10));
     for cs in 100..120 {

@@ -4,6 +4,7 @@
 //! relay that changes what passes it (`Proxy::rewriting`): what a hop on the link path
 //! that is not to be trusted can do.
 
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -22,7 +23,13 @@ struct Conn {
     tamper: Arc<AtomicBool>,
     /// The first bytes its client sent.
     opening: Arc<Mutex<Vec<u8>>>,
+    /// The proxy's end of the connection upstream: the client address the upstream
+    /// server sees (what Redis's `CLIENT KILL ADDR` names).
+    upstream: SocketAddr,
 }
+
+/// Which new connections the proxy holes as soon as their client's first bytes satisfy it.
+type Opening = Arc<Mutex<Option<Box<dyn Fn(&[u8]) -> bool + Send>>>>;
 
 pub struct Proxy {
     /// Where to connect through the proxy (a node's `ROOMD__CLUSTER__PEER_ADVERTISE`, or
@@ -31,6 +38,8 @@ pub struct Proxy {
     conns: Arc<Mutex<Vec<Conn>>>,
     /// How many times a rewriting proxy replaced its needle.
     pub rewritten: Arc<AtomicUsize>,
+    /// See [`Proxy::black_hole_new_where`].
+    hole_new: Opening,
     accepting: JoinHandle<()>,
 }
 
@@ -63,21 +72,48 @@ impl Proxy {
         let addr = listener.local_addr().unwrap().to_string();
         let conns: Arc<Mutex<Vec<Conn>>> = Arc::default();
         let rewritten = rewrite.as_ref().map(|r| r.count.clone()).unwrap_or_default();
-        let taken = conns.clone();
+        let hole_new: Opening = Arc::default();
+        let (taken, holes) = (conns.clone(), hole_new.clone());
         let accepting = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let Ok(server) = TcpStream::connect(&upstream).await else { continue };
                 let _ = (client.set_nodelay(true), server.set_nodelay(true));
-                let conn = Conn { hole: Arc::default(), tamper: Arc::default(), opening: Arc::default() };
+                let Ok(local) = server.local_addr() else { continue };
+                let conn =
+                    Conn { hole: Arc::default(), tamper: Arc::default(), opening: Arc::default(), upstream: local };
                 let (client_read, client_write) = client.into_split();
                 let (server_read, server_write) = server.into_split();
+                let opening = Some((conn.opening.clone(), holes.clone()));
                 let rewrite = rewrite.clone().map(|r| (r, conn.tamper.clone()));
-                tokio::spawn(pump(client_read, server_write, conn.hole.clone(), Some(conn.opening.clone()), rewrite));
+                tokio::spawn(pump(client_read, server_write, conn.hole.clone(), opening, rewrite));
                 tokio::spawn(pump(server_read, client_write, conn.hole.clone(), None, None));
                 taken.lock().unwrap().push(conn);
             }
         });
-        Proxy { addr, conns, rewritten, accepting }
+        Proxy { addr, conns, rewritten, hole_new, accepting }
+    }
+
+    /// From now on a connection whose client's first bytes satisfy `opened` is holed the
+    /// moment they do, before those bytes pass: it opens, and what it asks is never
+    /// answered. Open connections are left as they are.
+    pub fn black_hole_new_where(&self, opened: impl Fn(&[u8]) -> bool + Send + 'static) {
+        *self.hole_new.lock().unwrap() = Some(Box::new(opened));
+    }
+
+    /// New connections pass again (see [`Proxy::black_hole_new_where`]).
+    pub fn pass_new(&self) {
+        *self.hole_new.lock().unwrap() = None;
+    }
+
+    /// The upstream addresses (what the server sees as its clients' addresses) of the
+    /// open connections, not holed, whose client's first bytes satisfy `opened`.
+    pub fn upstream_where(&self, opened: impl Fn(&[u8]) -> bool) -> Vec<SocketAddr> {
+        let conns = self.conns.lock().unwrap();
+        conns
+            .iter()
+            .filter(|c| !c.hole.load(Ordering::Relaxed) && opened(&c.opening.lock().unwrap()))
+            .map(|c| c.upstream)
+            .collect()
     }
 
     /// From now on the connections open now pass nothing either way, and never close;
@@ -114,13 +150,14 @@ impl Drop for Proxy {
 }
 
 /// Copies `from` to `to` until `from` ends (then ends `to`), keeping the first bytes in
-/// `opening` and applying `rewrite`; once `hole` is set, swallows what comes and keeps
+/// `opening` (and holing the connection when they satisfy the proxy's test for new
+/// connections) and applying `rewrite`; once `hole` is set, swallows what comes and keeps
 /// both ends open.
 async fn pump(
     mut from: OwnedReadHalf,
     mut to: OwnedWriteHalf,
     hole: Arc<AtomicBool>,
-    opening: Option<Arc<Mutex<Vec<u8>>>>,
+    opening: Option<(Arc<Mutex<Vec<u8>>>, Opening)>,
     rewrite: Option<(Rewrite, Arc<AtomicBool>)>,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
@@ -133,10 +170,14 @@ async fn pump(
             }
             continue;
         }
-        if let Some(opening) = &opening {
+        if let Some((opening, hole_new)) = &opening {
             let mut opening = opening.lock().unwrap();
             let room = OPENING.saturating_sub(opening.len()).min(n);
             opening.extend_from_slice(&buf[..room]);
+            if hole_new.lock().unwrap().as_ref().is_some_and(|opened| opened(&opening)) {
+                hole.store(true, Ordering::Relaxed);
+                continue;
+            }
         }
         if let Some((r, _)) = rewrite.as_ref().filter(|(_, on)| on.load(Ordering::Relaxed)) {
             let mut at = 0;

@@ -17,6 +17,11 @@
 //! put bytes there: a frame that does not decode is dropped and counted
 //! (`roomd_bad_frames_total{source="bus"}`), its warning summarised (`summary.rs`), and
 //! the subscription reads on.
+//!
+//! A frame of no envelopes is a node's probe of its own subscription, published to
+//! itself every second (`cluster/node/receive.rs`): every decoder of this version
+//! accepts it and has nothing to deliver, so even an older node that got one (it never
+//! should: a node probes its own channel only) would ignore it.
 
 use super::frame;
 use crate::error::StoreError;
@@ -123,7 +128,11 @@ pub fn accept_frame(bytes: &[u8], source: FrameSource, metrics: &RoomMetrics) ->
         Ok((envelopes, sent)) => {
             // A sender whose clock is ahead gives a negative lag: recorded as zero.
             let lag = SystemTime::now().duration_since(sent).unwrap_or_default();
-            metrics.bus_lag.observe(lag.as_secs_f64());
+            // A probe (no envelopes: the node's own, see the module doc) crossed no hop
+            // between nodes: it would only dilute what the lag tells.
+            if !envelopes.is_empty() {
+                metrics.bus_lag.observe(lag.as_secs_f64());
+            }
             Some(Delivered { envelopes, lag })
         }
         Err(e) => {
@@ -160,16 +169,33 @@ pub fn accept_frame(bytes: &[u8], source: FrameSource, metrics: &RoomMetrics) ->
 /// subscribes again at once, leaving out the seeds flagged as failing.
 pub const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(250);
 
-/// Subscribes to this node's channel and forwards decoded envelopes, resubscribing with
-/// backoff whenever Redis goes away, until the receiver is dropped.
-pub fn subscribe(
-    target: RedisTarget,
-    prefix: String,
-    node: String,
-    metrics: RoomMetrics,
-) -> mpsc::UnboundedReceiver<Delivered> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
+/// A node's subscription to its bus channel: the frames it delivers, in order, while its
+/// task runs (dropping this ends the task at once).
+pub struct Subscription {
+    frames: mpsc::UnboundedReceiver<Delivered>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Subscription {
+    /// The next frame; `None` once the subscription's task ended (it never does by
+    /// itself unless it panicked: its owner then makes a new one).
+    pub async fn recv(&mut self) -> Option<Delivered> {
+        self.frames.recv().await
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Subscribes to this node's channel on the current thread and forwards decoded
+/// envelopes, resubscribing with backoff whenever Redis goes away, until the
+/// [`Subscription`] is dropped.
+pub fn subscribe(target: RedisTarget, prefix: String, node: String, metrics: RoomMetrics) -> Subscription {
+    let (tx, frames) = mpsc::unbounded_channel();
+    let task = tokio::spawn(async move {
         let channel = channel(&prefix, &node);
         let mut backoff = Duration::from_millis(50);
         let mut source = match target {
@@ -220,7 +246,7 @@ pub fn subscribe(
             backoff = (backoff * 2).min(Duration::from_secs(2));
         }
     });
-    rx
+    Subscription { frames, task }
 }
 
 /// Where a node's subscription is: one Redis, or a Redis Cluster whose slot map it
@@ -452,6 +478,16 @@ mod tests {
         // The first is a frame of version 1 (another roomd's, not a bad one).
         assert_eq!(m.bad_frames.with_label_values(&["bus"]).get(), 2);
         assert_eq!(m.bus_lag.get_sample_count(), 6);
+    }
+
+    #[test]
+    fn a_probe_is_a_frame_of_no_envelopes_that_delivers_nothing_and_is_no_lag_sample() {
+        let m = metrics();
+        let probe = encode_frame(&[], SystemTime::now()).unwrap();
+        assert_eq!(probe.len(), HEADER + 1, "the header and an empty list");
+        assert_eq!(accept_frame(&probe, FrameSource::Bus, &m).map(|d| d.envelopes), Some(Vec::new()));
+        assert_eq!(m.bus_dropped.get(), 0, "a valid frame");
+        assert_eq!(m.bus_lag.get_sample_count(), 0, "no hop between nodes");
     }
 
     #[test]

@@ -1,28 +1,34 @@
 //! A node in cluster mode: membership heartbeats, lease renewal, failover scans, lazy
 //! activation of rooms it should own, and the bus loop that connects gateways on other
 //! nodes to the rooms here (and rooms here to sessions there). The bus side (requests to
-//! other nodes, and serving theirs) is in [`serve`].
+//! other nodes, and serving theirs) is in [`serve`]; the bus receiver and its end-to-end
+//! check in [`receive`]; the periodic loops in [`loops`], all supervised
+//! ([`ClusterNode::run`]).
 
 mod backlog;
+mod loops;
+mod receive;
 mod serve;
 
-use crate::cluster::bus::{self, Publisher, Reply};
+pub use receive::{BusCheck, PROBE_EVERY, PROBE_EVERY_UNVERIFIED, UNVERIFIED_AFTER};
+
+use crate::cluster::bus::{Publisher, Reply};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
-use crate::cluster::link::{self, Gate, Inbound, LinkKey, Links, PeerBook};
+use crate::cluster::link::{LinkKey, Links, PeerBook};
 use crate::cluster::membership::Membership;
 use crate::cluster::outbox::Outboxes;
 use crate::cluster::placement;
 use crate::cluster::quota::{RoomQuota, UserSockets, WaitingSeats};
-use crate::cluster::routes::{self, RouteBoard};
+use crate::cluster::routes::RouteBoard;
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
-use crate::messages::Notice;
 use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
 use crate::sessions::Sessions;
 use crate::store::RoomStore;
+use crate::supervise::{Policy, Supervisor};
 use crate::threads::RoomThreads;
 use engine::registry::{self, GameVisitor};
 use engine::Game;
@@ -147,8 +153,16 @@ pub struct ClusterNode {
     threads: std::sync::OnceLock<Arc<RoomThreads>>,
     /// Where the other nodes take peer links (read with the live nodes).
     peers: PeerBook,
-    /// The socket peer links come in on, until the bus receiver takes it.
+    /// The socket peer links come in on: each start of the bus receiver listens on a
+    /// copy of it, so a receiver started again takes links on the same port.
     peer_listener: Mutex<Option<std::net::TcpListener>>,
+    /// Publishes the bus probes (`receive.rs`) through Redis, whatever the peer links.
+    probes: Publisher,
+    /// When a frame last came back through the bus subscription (readiness).
+    bus_check: BusCheck,
+    /// The node's core tasks' supervisor (set by [`ClusterNode::run`]): a backlog's task
+    /// counts a panic it went on past there.
+    supervisor: std::sync::OnceLock<Arc<Supervisor>>,
 }
 
 struct Restore {
@@ -180,6 +194,7 @@ impl ClusterNode {
         let keys = store.keys().clone();
         let conn = store.connection();
         let publisher = Publisher::new(store.thread_conns(), &config.prefix);
+        let probes = publisher.clone();
         // On a Redis Cluster the bus channel's shard can fail over while the membership's
         // is fine: a live node must have had the time to beat before it is found dead.
         let detector = if config.redis.is_cluster() {
@@ -225,11 +240,15 @@ impl ClusterNode {
             threads: std::sync::OnceLock::new(),
             peers,
             peer_listener: Mutex::new(None),
+            probes,
+            bus_check: BusCheck::new(),
+            supervisor: std::sync::OnceLock::new(),
         })
     }
 
     /// Takes peer links on `listener` (bound to the address `config.peer` advertises, or
-    /// one that reaches it) once [`Self::run`] starts the bus receiver.
+    /// one that reaches it) once [`Self::run`] starts the bus receiver (and on a copy of
+    /// it each time the receiver starts again).
     pub fn listen_for_peers(&self, listener: std::net::TcpListener) {
         if let Ok(mut slot) = self.peer_listener.lock() {
             *slot = Some(listener);
@@ -452,254 +471,44 @@ impl ClusterNode {
         }
     }
 
-    /// Starts the bus receiver, heartbeats, lease renewal and failover scans. The bus
-    /// receiver (the subscription and the loop that hands each frame to its rooms and
-    /// sockets) runs on the first of `threads` once one registers, the worker the rooms
-    /// and sockets it serves run on; without `threads` (a node without an HTTP server,
-    /// in tests) it runs here, like the rest, on the current actix system.
-    pub fn run(self: &Arc<Self>, threads: Option<Arc<RoomThreads>>) {
+    /// Starts the node's core tasks, each supervised by `supervisor` (`supervise.rs`): the
+    /// bus receiver, the route board, heartbeats, lease checks, failover scans and failure
+    /// detection. The bus receiver (the subscription, the peer-link listener, and the
+    /// loop that hands each frame to its rooms and sockets) runs on the first of
+    /// `threads` that runs, the worker the rooms and sockets it serves run on; without
+    /// `threads` (a node without an HTTP server, in tests) it runs here, like the rest,
+    /// on the current actix system.
+    ///
+    /// Every one of them is started again when it ends (a panic, a return, its thread
+    /// gone), because none holds what a fresh start cannot rebuild: their state is the
+    /// node's (leases held, routes, the failure detector, the membership in Redis) or a
+    /// timer. The receiver loses what a dropped subscription loses (frames in flight,
+    /// which senders resend or time out on); a heartbeat, lease check, scan or poll
+    /// missed for a back-off is one late tick. A task that keeps ending spends its
+    /// restart budget and the process exits (`supervise::decide`).
+    pub fn run(self: &Arc<Self>, threads: Option<Arc<RoomThreads>>, supervisor: &Arc<Supervisor>) {
         if let Some(threads) = &threads {
             let _ = self.threads.set(threads.clone());
         }
+        let _ = self.supervisor.set(supervisor.clone());
+        supervisor.declare("bus_backlog");
+        let node = self.clone();
         match threads {
             Some(threads) => {
-                let node = self.clone();
-                actix::spawn(async move {
-                    match threads.first().await {
-                        Some(worker) => {
-                            worker.spawn_fn(move || node.receive());
-                        }
-                        None => node.receive(),
-                    }
-                });
+                supervisor.spawn_on_worker("bus_receiver", Policy::Restart, threads, move || node.clone().receive())
             }
-            None => self.receive(),
+            None => supervisor.spawn("bus_receiver", Policy::Restart, move || node.clone().receive()),
         }
         let node = self.clone();
-        actix::spawn(async move {
-            // After a node died or left, its rooms get new holders within a few detection
-            // polls: the board reads more often for a while, so their watchers follow soon.
-            let mut soon_until: Option<Instant> = None;
-            loop {
-                let every = match soon_until {
-                    Some(until) if Instant::now() < until => routes::REFRESH_SOON,
-                    _ => routes::REFRESH_EVERY,
-                };
-                if tokio::time::timeout(every, node.reroute.notified()).await.is_ok() {
-                    soon_until = Some(Instant::now() + routes::SOON_FOR);
-                }
-                let rooms = node.routes.due(Instant::now());
-                if rooms.is_empty() {
-                    continue;
-                }
-                match node.leases.holders(&rooms).await {
-                    Ok(tokens) => {
-                        let holders = tokens.into_iter().map(|t| t.map(|t| Leases::node_of(&t).to_owned())).collect();
-                        let moved = node.routes.update(&rooms, holders);
-                        if !moved.is_empty() {
-                            // The sessions watching them follow them now.
-                            node.sessions.tell_all(Notice::Moved(moved.into()));
-                        }
-                    }
-                    Err(e) => warn!(error = %e, "watched rooms' holders not read; retrying"),
-                }
-            }
-        });
-
+        supervisor.spawn("route_board", Policy::Restart, move || node.clone().refresh_routes());
         let node = self.clone();
-        actix::spawn(async move {
-            let every = Duration::from_millis(node.config.heartbeat_ms.max(50));
-            let mut swept = Instant::now();
-            loop {
-                let draining = node.draining.load(Ordering::Relaxed);
-                if let Err(e) = node.beat(draining).await {
-                    warn!(error = %e, "heartbeat failed");
-                } else {
-                    node.check_log_layout().await;
-                }
-                if swept.elapsed() >= MEMBERSHIP_SWEEP_EVERY {
-                    swept = Instant::now();
-                    match node.members.sweep().await {
-                        Ok(0) => {}
-                        Ok(dropped) => info!(dropped, "membership entries of long-gone nodes dropped"),
-                        Err(e) => warn!(error = %e, "membership sweep failed"),
-                    }
-                }
-                tokio::time::sleep(every).await;
-            }
-        });
-
+        supervisor.spawn("heartbeat", Policy::Restart, move || node.clone().beat_on());
         let node = self.clone();
-        actix::spawn(async move {
-            // Leases are checked every tick and their TTL renewed every third of it
-            // (`lease.rs` says why the two differ).
-            let renew_every = Duration::from_millis((node.config.lease_ms / 3).max(50));
-            let every = renew_every.min(LEASE_CHECK_EVERY);
-            let mut renewed = Instant::now();
-            loop {
-                tokio::time::sleep(every).await;
-                let held: Vec<(String, String)> = node
-                    .held
-                    .lock()
-                    .map(|h| h.iter().map(|(r, t)| (r.clone(), t.clone())).collect())
-                    .unwrap_or_default();
-                // A held room whose actor stopped (an ended room closed for want of
-                // watchers) gives its lease back instead of holding it forever. Rooms
-                // enter `held` only after their actor is in the directory.
-                let (held, closed): (Vec<_>, Vec<_>) =
-                    held.into_iter().partition(|(room, _)| node.deps.directory.handle(room).is_some());
-                for (room, token) in closed {
-                    if let Err(e) = node.leases.release(&room, &token).await {
-                        warn!(room = %room, error = %e, "closed room's lease not released; it will expire");
-                    }
-                    if let Ok(mut h) = node.held.lock() {
-                        if h.get(&room) == Some(&token) {
-                            h.remove(&room);
-                        }
-                    }
-                }
-                let renew = renewed.elapsed() + every / 2 >= renew_every;
-                let checked = if renew { node.leases.renew(&held).await } else { node.leases.verify(&held).await };
-                if renew && checked.is_ok() {
-                    renewed = Instant::now();
-                }
-                match checked {
-                    Ok(lost) if lost.is_empty() => {}
-                    Ok(lost) => {
-                        let checked: HashMap<&str, &str> =
-                            held.iter().map(|(room, token)| (room.as_str(), token.as_str())).collect();
-                        for room in lost {
-                            // Another node has the room (this one was found dead, or
-                            // paused past its heartbeat): its appends are fenced anyway; stop
-                            // the actor now so its watchers get `room_moved` and follow
-                            // the room instead of watching a frozen copy. Only if this node
-                            // still holds it under the token found lost: a room taken back
-                            // since (a newer token, a new actor) stays.
-                            let still = node.held.lock().is_ok_and(|mut h| {
-                                let same = h.get(&room).map(String::as_str) == checked.get(room.as_str()).copied();
-                                if same {
-                                    h.remove(&room);
-                                }
-                                same
-                            });
-                            if !still {
-                                continue;
-                            }
-                            warn!(room = %room, "lease lost; the room stops here");
-                            node.failover.leases_lost.inc();
-                            if let Some(handle) = node.deps.directory.handle(&room) {
-                                let _ = handle.handover().try_send(crate::messages::Handover);
-                            }
-                        }
-                    }
-                    Err(e) => warn!(error = %e, renew, "lease check failed"),
-                }
-            }
-        });
-
+        supervisor.spawn("lease_check", Policy::Restart, move || node.clone().check_leases());
         let node = self.clone();
-        actix::spawn(async move {
-            let every = Duration::from_millis((node.config.lease_ms / 4).max(100)).min(ORPHAN_SCAN_EVERY);
-            loop {
-                // Periodically (rooms with no lease: released, lapsed, or never claimed;
-                // and a scan that failed), and at once when the detector finds a node dead
-                // or gone.
-                let _ = tokio::time::timeout(every, node.rescan.notified()).await;
-                if node.draining.load(Ordering::Relaxed) {
-                    continue;
-                }
-                if let Err(e) = node.scan_orphans().await {
-                    warn!(error = %e, "failover scan failed");
-                }
-            }
-        });
-
+        supervisor.spawn("failover_scan", Policy::Restart, move || node.clone().scan_for_orphans());
         let node = self.clone();
-        actix::spawn(async move {
-            let mut ticks = tokio::time::interval(failover::DETECT_EVERY);
-            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                ticks.tick().await;
-                if let Err(e) = node.detect().await {
-                    warn!(error = %e, "failure detection poll failed");
-                }
-            }
-        });
-    }
-
-    /// Subscribes to this node's bus channel (and takes its peer links, if it has them)
-    /// and hands every frame's envelopes, in order, to their rooms, sockets and waiting
-    /// requests, on the current thread.
-    fn receive(self: &Arc<Self>) {
-        let mut rx = bus::subscribe(
-            self.config.redis.clone(),
-            self.config.prefix.clone(),
-            self.id().to_owned(),
-            self.deps.metrics.clone(),
-        );
-        let (link_tx, mut links) = tokio::sync::mpsc::unbounded_channel();
-        let listener = self.peer_listener.lock().ok().and_then(|mut l| l.take());
-        if let (Some(listener), Some(peer)) = (listener, &self.config.peer) {
-            match listener.set_nonblocking(true).and_then(|()| tokio::net::TcpListener::from_std(listener)) {
-                Ok(listener) => {
-                    info!(node = self.id(), advertise = %peer.advertise, "taking peer links");
-                    tokio::spawn(link::listen(
-                        listener,
-                        peer.key.clone(),
-                        self.id().to_owned(),
-                        link_tx,
-                        self.deps.metrics.clone(),
-                    ));
-                }
-                Err(e) => warn!(error = %e, "peer link socket unusable; frames to this node go through Redis"),
-            }
-        }
-        let node = self.clone();
-        actix::spawn(async move {
-            let mut gate = Gate::default();
-            let mut tick = tokio::time::interval(link::MARK_WAIT / 4);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                // Each envelope in order: commands to one room keep their order (one
-                // that must wait waits in its room's backlog, holding up no other room).
-                // A link's frames wait for its mark from Redis, and stop at its sender's
-                // `Unlink` (`link.rs`).
-                tokio::select! {
-                    delivered = rx.recv() => {
-                        let Some(delivered) = delivered else { return };
-                        for envelope in delivered.envelopes {
-                            match envelope {
-                                bus::Envelope::Link { link, .. } => node.deliver(gate.mark(link)),
-                                bus::Envelope::Unlink { link, .. } => node.deliver(gate.cut(link)),
-                                envelope => node.on_envelope(envelope, delivered.lag),
-                            }
-                        }
-                    }
-                    Some(inbound) = links.recv() => match inbound {
-                        Inbound::Frame { link, delivered } => {
-                            if gate.is_cut(link) {
-                                // Written before the sender gave the link up, read after
-                                // what it published since: dropped, never out of order.
-                                node.deps.metrics.bus_dropped.inc();
-                            } else {
-                                node.deliver(gate.frame(link, delivered, Instant::now()));
-                            }
-                        }
-                        Inbound::Closed { link } => node.deliver(gate.closed(link)),
-                    },
-                    _ = tick.tick(), if gate.holding() => node.deliver(gate.expired(Instant::now())),
-                }
-            }
-        });
-    }
-
-    /// Hands on frames the receive loop released (a link's, once its gate let them go).
-    fn deliver(self: &Arc<Self>, frames: impl IntoIterator<Item = bus::Delivered>) {
-        for delivered in frames {
-            for envelope in delivered.envelopes {
-                self.on_envelope(envelope, delivered.lag);
-            }
-        }
+        supervisor.spawn("failure_detection", Policy::Restart, move || node.clone().detect_failures());
     }
 
     /// One detection poll: the live nodes and their bus subscribers in two round trips;

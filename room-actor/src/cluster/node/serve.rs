@@ -19,11 +19,13 @@ use crate::messages::{
 use crate::sessions::Sessions;
 use crate::wire;
 use engine::PlayerId;
+use futures_util::FutureExt;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 /// How long a node waits for another node's answer to a room request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
@@ -146,7 +148,18 @@ impl ClusterNode {
             node.deps.metrics.bus_backlog_rooms.inc();
             actix::spawn(async move {
                 while let Some((from, cmd, lag)) = node.backlogs.next(&room) {
-                    node.on_room_cmd(&room, &from, cmd, lag).await;
+                    // A command whose serving panics (restoring the room, say) is lost,
+                    // as a frame is; the task goes on with the room's next ones. Ended
+                    // by the panic, it would leave the backlog behind it, and every later
+                    // command for the room would wait in it for good.
+                    let served = AssertUnwindSafe(node.on_room_cmd(&room, &from, cmd, lag)).catch_unwind().await;
+                    if let Err(panic) = served {
+                        let panic = crate::supervise::panic_message(panic.as_ref());
+                        error!(room = %room, from = %from, panic = %panic, "serving a command from another node panicked");
+                        if let Some(supervisor) = node.supervisor.get() {
+                            supervisor.count_contained("bus_backlog");
+                        }
+                    }
                 }
                 node.deps.metrics.bus_backlog_rooms.dec();
             });
