@@ -208,13 +208,17 @@ impl Admin {
         bool::from(digest(presented.as_bytes()).ct_eq(expected))
     }
 
-    /// Whether a request from `client` presenting `presented` is an operator's. An
-    /// address over its limit is refused before its token is looked at; a failure counts
-    /// against its address and goes into the next summary line.
+    /// Whether a request from `client` presenting `presented` is an operator's. A request
+    /// with no token is a plain 401: it guesses nothing, so it spends nothing (it is still
+    /// summarised). An address over its limit is refused before its token is looked at; a
+    /// wrong token counts against its address and goes into the next summary line.
     /// Addresses count as every per-address limit counts them ([`AddrKey`]: an IPv6 /64 is
     /// one address).
     pub(crate) fn authorize(&self, client: Option<IpAddr>, presented: Option<&str>) -> Result<(), Refusal> {
         let client = client.map(AddrKey::from);
+        if presented.is_none() {
+            return Err(self.refuse(client, Refusal::Wrong));
+        }
         let now = Instant::now();
         if let Some(wait) = client.and_then(|ip| self.failures.blocked_for(ip, now)) {
             return Err(self.refuse(client, Refusal::Throttled(wait)));
@@ -319,14 +323,15 @@ mod tests {
             panic!("the right token passed a throttled address")
         };
         assert!(wait <= Duration::from_secs(12), "{wait:?}");
-        assert!(matches!(a.authorize(Some(guesser), None), Err(Refusal::Throttled(_))));
+        // No token at all guesses nothing: a plain 401 even from a throttled address.
+        assert_eq!(a.authorize(Some(guesser), None), Err(Refusal::Wrong));
         assert_eq!(a.authorize(Some(other), Some("s3cret-admin")), Ok(()));
         assert_eq!(a.authorize(None, Some("s3cret-admin")), Ok(()));
         assert_eq!(a.authorize(Some(other), Some("nope")), Err(Refusal::Wrong));
         assert_eq!(a.denied.get(), 13);
         {
             let summary = a.failures.summary.lock().unwrap();
-            assert_eq!((summary.wrong, summary.throttled, summary.others), (11, 2, 0));
+            assert_eq!((summary.wrong, summary.throttled, summary.others), (12, 1, 0));
             assert_eq!(summary.by_address[&AddrKey::from(guesser)], 12);
         }
         a.report_failures();
