@@ -871,8 +871,9 @@ mod tests {
         assert!(dial(&addr, &key, "n1", "n2").await.is_ok());
     }
 
-    #[tokio::test]
-    async fn a_link_whose_listener_closed_reports_itself_closed() {
+    /// A link `n1` dialed to a listener this test accepts by hand (no reader behind it):
+    /// the dialer's `Link`, and the accepted stream, hello and session.
+    async fn dialed_by_hand() -> (Link, (TcpStream, Hello, SessionKey)) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap().to_string();
         let key = LinkKey::from_secret("cluster-secret-0123456789");
@@ -880,8 +881,13 @@ mod tests {
             let (stream, _) = listener.accept().await.unwrap();
             accept(stream, &key, "n2").await.unwrap()
         };
-        let (link, (stream, hello, _)) = tokio::join!(dial(&addr, &key, "n1", "n2"), listening);
-        let link = link.unwrap();
+        let (link, accepted) = tokio::join!(dial(&addr, &key, "n1", "n2"), listening);
+        (link.unwrap(), accepted)
+    }
+
+    #[tokio::test]
+    async fn a_link_whose_listener_closed_reports_itself_closed() {
+        let (link, (stream, hello, _)) = dialed_by_hand().await;
         assert_eq!((hello.from.as_str(), hello.link), ("n1", link.id));
         assert!(!link.is_closed());
         // The listening node stopped (its sockets close with it).
@@ -1011,15 +1017,7 @@ mod tests {
     /// forged (its sender gives it up at its next frame), and stops it reading more.
     #[tokio::test]
     async fn an_acknowledgement_that_fails_its_check_marks_the_link_forged() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        let key = LinkKey::from_secret("cluster-secret-0123456789");
-        let listening = async {
-            let (stream, _) = listener.accept().await.unwrap();
-            accept(stream, &key, "n2").await.unwrap()
-        };
-        let (link, (mut stream, _, session)) = tokio::join!(dial(&addr, &key, "n1", "n2"), listening);
-        let link = link.unwrap();
+        let (link, (mut stream, _, session)) = dialed_by_hand().await;
         let mut seal = Seal::new(&session, Direction::Acks);
         stream.write_all(&seal.ack(1)).await.unwrap();
         assert!(until(Duration::from_secs(5), || link.acked.load(Ordering::Relaxed) == 1).await);
