@@ -45,7 +45,7 @@ impl FromRequest for Operator {
             return ready(Err(ApiError::unavailable()));
         };
         if !state.admin.enabled() {
-            return ready(Err(not_found()));
+            return ready(Err(ApiError::not_found()));
         }
         let token = req
             .headers()
@@ -73,10 +73,6 @@ impl FromRequest for Operator {
     }
 }
 
-fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "없는 주소예요")
-}
-
 /// `/admin` (console) and `/admin/api/…`.
 pub fn routes(cfg: &mut web::ServiceConfig) {
     cfg.route("/admin", web::get().to(console))
@@ -101,7 +97,7 @@ const CONSOLE: &[(&str, &str, &str)] = &[
 
 async fn console(state: web::Data<AppState>) -> HttpResponse {
     if !state.admin.enabled() {
-        return actix_web::ResponseError::error_response(&not_found());
+        return actix_web::ResponseError::error_response(&ApiError::not_found());
     }
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
@@ -115,7 +111,7 @@ async fn asset(state: web::Data<AppState>, path: web::Path<String>) -> HttpRespo
             .content_type(*content_type)
             .insert_header((header::CACHE_CONTROL, "no-cache"))
             .body(*body),
-        _ => actix_web::ResponseError::error_response(&not_found()),
+        _ => actix_web::ResponseError::error_response(&ApiError::not_found()),
     }
 }
 

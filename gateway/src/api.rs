@@ -119,7 +119,7 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 /// (`ROOMD__METRICS__PORT`): then 404 here, as for any path that does not exist.
 async fn player_metrics(state: web::Data<AppState>) -> HttpResponse {
     if state.settings.metrics.port.is_some() {
-        return HttpResponse::NotFound().json(json!({"code": "not_found", "reason": "없는 주소예요"}));
+        return actix_web::ResponseError::error_response(&ApiError::not_found());
     }
     metrics(state).await
 }

@@ -31,6 +31,11 @@ impl ApiError {
         ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "로그인이 필요해요")
     }
 
+    /// A path that does not exist here (or is not served on this port).
+    pub fn not_found() -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", "없는 주소예요")
+    }
+
     pub fn unknown_room() -> ApiError {
         RoomOpError::unknown_room().into()
     }

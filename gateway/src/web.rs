@@ -91,7 +91,7 @@ async fn fallback(req: HttpRequest) -> HttpResponse {
         Some(methods) => HttpResponse::MethodNotAllowed().insert_header((header::ALLOW, methods.join(", "))).json(
             serde_json::json!({"code": "method_not_allowed", "reason": "이 주소에서 쓸 수 없는 요청 방식이에요"}),
         ),
-        None => HttpResponse::NotFound().json(serde_json::json!({"code": "not_found", "reason": "없는 주소예요"})),
+        None => actix_web::ResponseError::error_response(&crate::error::ApiError::not_found()),
     }
 }
 
