@@ -26,11 +26,10 @@ mod support;
 
 use room_actor::RedisStore;
 use serde_json::Value;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use support::fault_play::{check_logs, play, wait_all_ack_after, Player, Seen};
-use support::procs::{get_json, guest, prefix, tally_room, until_sees, Proc, Settings};
+use support::fault_play::{seat_players, wait_all_ack_after};
+use support::procs::{get_json, guest, prefix, until_sees, Proc, Settings};
 use support::redis_cluster::{OwnRedisCluster, Tls};
 
 /// These tests start many processes each: one at a time.
@@ -56,84 +55,6 @@ async fn two_nodes(ids: [&str; 2], prefix: &str, seeds: &str, env: &[(&str, &str
         until_sees(&http, node, 2, Duration::from_secs(30)).await;
     }
     (nodes, http)
-}
-
-/// Players on both nodes in `rooms` tally rooms: room `i` is created through node `i % 2`
-/// and its second player joins through the other.
-struct Table {
-    pks: Vec<String>,
-    rooms: Vec<String>,
-    seen: Arc<Mutex<Seen>>,
-    stop: Arc<AtomicBool>,
-    tasks: Vec<tokio::task::JoinHandle<()>>,
-}
-
-async fn seat_players(http: &reqwest::Client, nodes: &[&Proc], rooms: usize) -> Table {
-    let addrs = Arc::new(Mutex::new(nodes.iter().map(|n| n.base.clone()).collect::<Vec<_>>()));
-    let mut players = Vec::new();
-    let (mut pks, mut ids) = (Vec::new(), Vec::new());
-    for room in 0..rooms {
-        let (a_home, b_home) = (room % nodes.len(), (room + 1) % nodes.len());
-        let (a_id, a_tok) = guest(http, &nodes[a_home].base, &format!("a{room}")).await;
-        let (b_id, b_tok) = guest(http, &nodes[b_home].base, &format!("b{room}")).await;
-        let (room_id, pk, _) = tally_room(http, &nodes[a_home].base, &a_tok, &[&b_tok]).await;
-        pks.push(pk);
-        ids.push(room_id.clone());
-        players.push(Player { room, room_id: room_id.clone(), user: a_id, token: a_tok, home: a_home });
-        players.push(Player { room, room_id, user: b_id, token: b_tok, home: b_home });
-    }
-    let seen = Arc::new(Mutex::new(Seen { ack_times: vec![Vec::new(); rooms], ..Seen::default() }));
-    let stop = Arc::new(AtomicBool::new(false));
-    let tasks = players.into_iter().map(|p| tokio::spawn(play(p, addrs.clone(), seen.clone(), stop.clone()))).collect();
-    Table { pks, rooms: ids, seen, stop, tasks }
-}
-
-impl Table {
-    /// Stops the players and checks every log against what they were acknowledged.
-    async fn finish(self, store: &RedisStore) -> u64 {
-        self.stop.store(true, Ordering::Relaxed);
-        for task in self.tasks {
-            let _ = task.await;
-        }
-        let problems = check_logs(store, &self.pks, &self.seen).await;
-        let seen = self.seen.lock().unwrap();
-        assert!(seen.violations.is_empty(), "violations: {:?}", seen.violations);
-        assert!(problems.is_empty(), "logs disagree with the acknowledgements: {problems:?}");
-        seen.acked
-    }
-
-    /// Acknowledged actions per player so far.
-    fn acks_by_player(&self) -> std::collections::HashMap<String, usize> {
-        let mut counts = std::collections::HashMap::new();
-        for (_, user, _) in self.seen.lock().unwrap().acks.keys() {
-            *counts.entry(user.clone()).or_insert(0) += 1;
-        }
-        counts
-    }
-
-    /// Waits until every player has been acknowledged another action; fails naming the
-    /// silent ones after `within`. Every player, not only every room: a node's bus channel
-    /// carries what its own players hear from rooms owned elsewhere.
-    async fn every_player_acked_again(&self, nodes: &[&Proc], within: Duration, after: &str) {
-        let before = self.acks_by_player();
-        let deadline = Instant::now() + within;
-        loop {
-            let now = self.acks_by_player();
-            let silent: Vec<&String> = before.iter().filter(|(u, n)| now.get(*u) <= Some(n)).map(|(u, _)| u).collect();
-            if silent.is_empty() {
-                return;
-            }
-            if Instant::now() > deadline {
-                let logs: String = nodes.iter().map(|node| node.log_tail(25)).collect();
-                panic!("players silent {within:?} after {after}: {silent:?}; the nodes said:\n{logs}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    fn acks_of(&self, room: usize, from: Instant, to: Instant) -> usize {
-        self.seen.lock().unwrap().ack_times[room].iter().filter(|t| **t > from && **t < to).count()
-    }
 }
 
 async fn cluster_store(cluster: &OwnRedisCluster, prefix: &str) -> RedisStore {

@@ -1,7 +1,7 @@
 //! Players that keep playing through faults, and the check of what they were
 //! acknowledged against the logs (the fault tests, on one Redis or a Redis Cluster).
 
-use super::procs::Ws;
+use super::procs::{guest, tally_room, Proc, Ws};
 use futures_util::{SinkExt, StreamExt};
 use room_actor::{RedisStore, RoomStore};
 use serde_json::{json, Value};
@@ -22,6 +22,8 @@ pub struct Seen {
     pub ack_times: Vec<Vec<Instant>>,
     pub violations: Vec<String>,
     pub acked: u64,
+    /// (room, user) → each `update` or `sync` that player received: when, and its seq.
+    pub heard: HashMap<(usize, String), Vec<(Instant, u64)>>,
 }
 
 impl Seen {
@@ -39,6 +41,11 @@ impl Seen {
         }
         self.ack_times[room].push(Instant::now());
         self.acked += 1;
+    }
+
+    /// `user` received the room's state at `seq` (an `update` or a `sync`).
+    pub fn hear(&mut self, room: usize, user: &str, seq: u64) {
+        self.heard.entry((room, user.to_owned())).or_default().push((Instant::now(), seq));
     }
 }
 
@@ -64,10 +71,14 @@ pub async fn play(p: Player, addrs: Arc<Mutex<Vec<String>>>, seen: Arc<Mutex<See
             attempt += 1;
             if !base.is_empty() {
                 let url = format!("{}/ws?token={}", base.replace("http://", "ws://"), p.token);
-                if let Ok(Ok((s, _))) =
+                if let Ok(Ok((mut s, _))) =
                     tokio::time::timeout(Duration::from_secs(3), tokio_tungstenite::connect_async(url)).await
                 {
-                    ws = Some(s);
+                    // Watch the room: its updates reach this socket whoever acts.
+                    let sub = json!({"t": "sub", "room": p.room_id});
+                    if s.send(Message::text(sub.to_string())).await.is_ok() {
+                        ws = Some(s);
+                    }
                     continue;
                 }
             }
@@ -94,6 +105,11 @@ pub async fn play(p: Player, addrs: Arc<Mutex<Vec<String>>>, seen: Arc<Mutex<See
             let Ok(msg) = serde_json::from_str::<Value>(&frame) else { continue };
             let code = msg["code"].as_str().unwrap_or_default();
             match msg["t"].as_str() {
+                Some("update" | "sync") if msg["room"] == p.room_id.as_str() => {
+                    if let Some(seq) = msg["seq"].as_u64() {
+                        seen.lock().unwrap().hear(p.room, &p.user, seq);
+                    }
+                }
                 Some("ack") => {
                     let (Some(acked_cs), Some(seq)) = (msg["cs"].as_u64(), msg["seq"].as_u64()) else { continue };
                     seen.lock().unwrap().ack(p.room, &p.user, acked_cs, seq);
@@ -202,4 +218,115 @@ pub fn longest_gap(seen: &Arc<Mutex<Seen>>, since: Instant) -> (Duration, usize)
         }
     }
     longest
+}
+
+/// Players on every node in `rooms` tally rooms: room `i` is created through node
+/// `i % nodes` and its second player joins through the next node.
+pub struct Table {
+    pub pks: Vec<String>,
+    pub rooms: Vec<String>,
+    pub seen: Arc<Mutex<Seen>>,
+    pub stop: Arc<AtomicBool>,
+    pub tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+pub async fn seat_players(http: &reqwest::Client, nodes: &[&Proc], rooms: usize) -> Table {
+    let addrs = Arc::new(Mutex::new(nodes.iter().map(|n| n.base.clone()).collect::<Vec<_>>()));
+    let mut players = Vec::new();
+    let (mut pks, mut ids) = (Vec::new(), Vec::new());
+    for room in 0..rooms {
+        let (a_home, b_home) = (room % nodes.len(), (room + 1) % nodes.len());
+        let (a_id, a_tok) = guest(http, &nodes[a_home].base, &format!("a{room}")).await;
+        let (b_id, b_tok) = guest(http, &nodes[b_home].base, &format!("b{room}")).await;
+        let (room_id, pk, _) = tally_room(http, &nodes[a_home].base, &a_tok, &[&b_tok]).await;
+        pks.push(pk);
+        ids.push(room_id.clone());
+        players.push(Player { room, room_id: room_id.clone(), user: a_id, token: a_tok, home: a_home });
+        players.push(Player { room, room_id, user: b_id, token: b_tok, home: b_home });
+    }
+    let seen = Arc::new(Mutex::new(Seen { ack_times: vec![Vec::new(); rooms], ..Seen::default() }));
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks = players.into_iter().map(|p| tokio::spawn(play(p, addrs.clone(), seen.clone(), stop.clone()))).collect();
+    Table { pks, rooms: ids, seen, stop, tasks }
+}
+
+impl Table {
+    /// Stops the players and checks every log against what they were acknowledged.
+    pub async fn finish(self, store: &RedisStore) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        for task in self.tasks {
+            let _ = task.await;
+        }
+        let problems = check_logs(store, &self.pks, &self.seen).await;
+        let seen = self.seen.lock().unwrap();
+        assert!(seen.violations.is_empty(), "violations: {:?}", seen.violations);
+        assert!(problems.is_empty(), "logs disagree with the acknowledgements: {problems:?}");
+        seen.acked
+    }
+
+    /// Acknowledged actions per player so far.
+    fn acks_by_player(&self) -> std::collections::HashMap<String, usize> {
+        let mut counts = std::collections::HashMap::new();
+        for (_, user, _) in self.seen.lock().unwrap().acks.keys() {
+            *counts.entry(user.clone()).or_insert(0) += 1;
+        }
+        counts
+    }
+
+    /// Waits until every player has been acknowledged another action; fails naming the
+    /// silent ones after `within`. Every player, not only every room: a node's bus channel
+    /// carries what its own players hear from rooms owned elsewhere.
+    pub async fn every_player_acked_again(&self, nodes: &[&Proc], within: Duration, after: &str) {
+        let before = self.acks_by_player();
+        let deadline = Instant::now() + within;
+        loop {
+            let now = self.acks_by_player();
+            let silent: Vec<&String> = before.iter().filter(|(u, n)| now.get(*u) <= Some(n)).map(|(u, _)| u).collect();
+            if silent.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                let logs: String = nodes.iter().map(|node| node.log_tail(25)).collect();
+                panic!("players silent {within:?} after {after}: {silent:?}; the nodes said:\n{logs}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub fn acks_of(&self, room: usize, from: Instant, to: Instant) -> usize {
+        self.seen.lock().unwrap().ack_times[room].iter().filter(|t| **t > from && **t < to).count()
+    }
+}
+
+impl Table {
+    /// Waits until every player has received, after `after`, an `update` for an action
+    /// acknowledged to somebody else (the room's news reaches every node, not only each
+    /// player's own acknowledgements); fails naming the deaf ones after `within`.
+    pub async fn every_player_hears_another_after(&self, nodes: &[&Proc], after: Instant, within: Duration, what: &str) {
+        let deadline = Instant::now() + within;
+        loop {
+            let deaf: Vec<(usize, String)> = {
+                let seen = self.seen.lock().unwrap();
+                let players: HashSet<(usize, String)> = seen.acks.keys().map(|(r, u, _)| (*r, u.clone())).collect();
+                players
+                    .into_iter()
+                    .filter(|(room, user)| {
+                        !seen.heard.get(&(*room, user.clone())).is_some_and(|heard| {
+                            heard.iter().any(|(at, seq)| {
+                                *at > after && seen.by_seq.get(&(*room, *seq)).is_some_and(|(by, _)| by != user)
+                            })
+                        })
+                    })
+                    .collect()
+            };
+            if deaf.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                let logs: String = nodes.iter().map(|node| node.log_tail(25)).collect();
+                panic!("players deaf {within:?} after {what}: {deaf:?}; the nodes said:\n{logs}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
 }

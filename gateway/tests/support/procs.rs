@@ -101,6 +101,14 @@ impl OwnRedis {
         }
     }
 
+    /// Deletes its data (AOF and all), as a Redis that comes back on a new empty volume.
+    /// Only while it is down.
+    pub fn wipe(&mut self) {
+        assert!(self.child.is_none(), "wipe a stopped Redis only");
+        let _ = std::fs::remove_dir_all(&self.dir);
+        std::fs::create_dir_all(&self.dir).unwrap();
+    }
+
     pub fn signal(&self, sig: &str) {
         if let Some(child) = &self.child {
             assert!(kill_pid(child.id(), sig), "kill -{sig} redis");

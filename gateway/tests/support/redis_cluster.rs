@@ -25,6 +25,9 @@ pub struct OwnRedisCluster {
     dir: PathBuf,
     /// TLS only (clients, cluster bus and replication): the CA, certificate and key.
     tls: Option<Tls>,
+    /// AOF with `appendfsync always`: a member restarted (or the whole cluster) comes
+    /// back with every write it acknowledged.
+    aof: bool,
 }
 
 #[derive(Clone)]
@@ -70,26 +73,32 @@ impl OwnRedisCluster {
     /// Starts the six processes and makes them one cluster; returns once every slot is
     /// served and every master has its replica.
     pub fn start() -> OwnRedisCluster {
-        OwnRedisCluster::start_with(None, 1)
+        OwnRedisCluster::start_with(None, 1, false)
+    }
+
+    /// The six processes with AOF (`appendfsync always`), as production runs them: the
+    /// whole cluster can be stopped and started again with its data.
+    pub fn start_durable() -> OwnRedisCluster {
+        OwnRedisCluster::start_with(None, 1, true)
     }
 
     /// Nine processes: 3 masters with 2 replicas each, so a shard whose master failed
     /// still has a replica to acknowledge its writes (`ROOMD__REDIS__ACK_REPLICAS=1`)
     /// while the old master is away.
     pub fn start_with_two_replicas() -> OwnRedisCluster {
-        OwnRedisCluster::start_with(None, 2)
+        OwnRedisCluster::start_with(None, 2, false)
     }
 
     /// The same cluster speaking TLS only (`rediss://`), with `tls`'s certificate.
     pub fn start_tls(tls: Tls) -> OwnRedisCluster {
-        OwnRedisCluster::start_with(Some(tls), 1)
+        OwnRedisCluster::start_with(Some(tls), 1, false)
     }
 
-    fn start_with(tls: Option<Tls>, replicas: usize) -> OwnRedisCluster {
+    fn start_with(tls: Option<Tls>, replicas: usize, aof: bool) -> OwnRedisCluster {
         let dir =
             std::env::temp_dir().join(format!("roomd-redis-cluster-{}", engine::Seed::from_os().unwrap().to_hex()));
         std::fs::create_dir_all(&dir).unwrap();
-        let mut cluster = OwnRedisCluster { members: Vec::new(), dir, tls };
+        let mut cluster = OwnRedisCluster { members: Vec::new(), dir, tls, aof };
         for _ in 0..3 * (1 + replicas) {
             let port = free_port();
             cluster.members.push(Member { port, child: None, stopped: AtomicBool::new(false) });
@@ -135,7 +144,8 @@ impl OwnRedisCluster {
             .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
             // Quick failovers, and a replica that was stopped may still be promoted.
             .args(["--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0"])
-            .args(["--appendonly", "no", "--save", ""])
+            .args(if self.aof { ["--appendonly", "yes", "--appendfsync", "always"] } else { ["--appendonly", "no", "--appendfsync", "everysec"] })
+            .args(["--save", ""])
             .args(["--dir", data.to_str().unwrap()])
             .stdout(Stdio::null())
             .spawn()
@@ -269,6 +279,43 @@ impl OwnRedisCluster {
             }
             assert!(Instant::now() < deadline, "slot {slot} never failed over from redis {old}: {nodes:?}");
             std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// SIGKILLs every member (the whole cluster down at once).
+    pub fn kill_all(&mut self) {
+        for port in self.ports() {
+            self.kill(port);
+        }
+    }
+
+    /// Starts every member that is not running (with its node file and AOF: the cluster
+    /// as it was).
+    pub fn up_all(&mut self) {
+        for port in self.ports() {
+            if self.members.iter().any(|m| m.port == port && m.child.is_none()) {
+                self.up(port);
+            }
+        }
+    }
+
+    /// Waits until every member answers `cluster_state:ok`.
+    pub fn wait_state_ok(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.ports().iter().all(|port| {
+            self.cli(*port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok"))
+        }) {
+            assert!(Instant::now() < deadline, "the Redis Cluster never reached cluster_state:ok: {:?}", self.nodes());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the member on `port` is a replica whose link to its master is up.
+    pub fn wait_replica_linked(&self, port: u16, within: Duration) {
+        let deadline = Instant::now() + within;
+        while !self.cli(port, &["INFO", "replication"]).is_some_and(|i| i.contains("role:slave") && i.contains("master_link_status:up")) {
+            assert!(Instant::now() < deadline, "redis {port} never linked as a replica: {:?}", self.nodes());
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
