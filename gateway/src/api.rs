@@ -9,6 +9,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use engine::registry;
 use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
+use room_actor::cluster::node::Unready;
 use room_actor::lobby::{self, LobbyFilter};
 use room_actor::spawn::{create_room, initial_info, CreateError, NewRoom};
 use room_actor::supervise::Down;
@@ -83,7 +84,9 @@ async fn healthz() -> HttpResponse {
 /// `task_restarting` (a core task ended and starts again after a back-off),
 /// `store_unreachable` / `store_unavailable` (Redis, or the embedded node's disk), and
 /// `bus_unverified` (no probe came back through its bus subscription lately: it would
-/// not hear other nodes' frames for its rooms and players).
+/// not hear other nodes' frames for its rooms and players), `reconciling` (the
+/// reconciler's last pass did not succeed, or none did lately: after a Redis outage,
+/// rooms this node should hold may not be restored yet; `pendingRooms` says how many).
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
     let unavailable = |body: serde_json::Value| HttpResponse::ServiceUnavailable().json(body);
     if state.draining.load(Ordering::Relaxed) {
@@ -102,6 +105,15 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         if !bus.verified() {
             let silent_ms = bus.silence().map(|s| u64::try_from(s.as_millis()).unwrap_or(u64::MAX));
             return unavailable(json!({"status": "bus_unverified", "node": state.node_id, "silentMs": silent_ms}));
+        }
+        match cluster.reconciled().unready() {
+            None => {}
+            Some(Unready::Pending { rooms }) => {
+                return unavailable(json!({"status": "reconciling", "node": state.node_id, "pendingRooms": rooms}));
+            }
+            Some(Unready::Stale { error }) => {
+                return unavailable(json!({"status": "reconciling", "node": state.node_id, "error": error}));
+            }
         }
         let live = cluster.members.live(state.room_deps.clock.now_ms()).await.map(|m| m.len()).unwrap_or(0);
         return HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id, "liveNodes": live}));

@@ -64,6 +64,7 @@ async fn main() -> anyhow::Result<()> {
         async move {
             let signal = wait_for_signal().await;
             tracing::info!(signal, "draining");
+            gateway::server::exit_after_grace(&state);
             gateway::server::drain(&state).await;
             handle.stop(true).await;
         }

@@ -185,11 +185,12 @@ impl AppState {
                     redis,
                     room_deps.clone(),
                     failover,
-                );
+                )?;
                 if let Some((listener, _)) = socket {
                     node.listen_for_peers(listener);
                 }
                 node.bus_check().register(&registry)?;
+                node.reconciled().register(&registry)?;
                 Some(node)
             }
             _ => {
@@ -356,7 +357,7 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     // Each action is answered with small writes (update, ack): with Nagle on, the second
     // waits for the client's delayed ACK, a ~40 ms tail measured by the latency example.
     .tcp_nodelay(true)
-    .shutdown_timeout(5);
+    .shutdown_timeout(SHUTDOWN_TIMEOUT.as_secs());
     if workers > 0 {
         server = server.workers(workers);
     }
@@ -404,6 +405,7 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
                 return;
             }
             tracing::info!(node = %drain_state.node_id, "draining at an operator's request");
+            exit_after_grace(&drain_state);
             drain(&drain_state).await;
             handle.stop(true).await;
         }
@@ -483,23 +485,69 @@ fn purge_jemalloc() {
 /// mode every room is handed over after its last append; sockets are closed with 1012
 /// so clients reconnect elsewhere; returns when they are gone or the grace is over.
 /// Handing rooms over may take at most half the grace; the rest is for the sockets.
+/// Every socket is told to close whether its room was handed over or not (Redis away,
+/// a room stuck): the drain is bounded by the grace whatever Redis and the clients do,
+/// and [`exit_after_grace`] bounds the whole process.
 pub async fn drain(state: &AppState) {
     state.draining.store(true, std::sync::atomic::Ordering::Relaxed);
     let grace = Duration::from_secs(state.settings.cluster.drain_grace_s);
+    let started = tokio::time::Instant::now();
     if let Some(cluster) = &state.cluster {
         cluster.hand_over_all(grace / 2).await;
     }
     state.sessions.tell_all(Notice::Drain);
-    let deadline = tokio::time::Instant::now() + grace / 2;
+    let deadline = started + grace.saturating_sub(LEAVE_WITHIN);
     while tokio::time::Instant::now() < deadline && !state.sessions.is_empty() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    if !state.sessions.is_empty() {
+        tracing::warn!(
+            left = state.sessions.len(),
+            "sockets still open at the end of the drain grace; the server closes them"
+        );
+    }
     if let Some(cluster) = &state.cluster {
-        cluster.leave().await;
+        if tokio::time::timeout(LEAVE_WITHIN, cluster.leave()).await.is_err() {
+            tracing::warn!("leaving the membership timed out (Redis away?); this node's heartbeat expires instead");
+        }
     }
     // The server stops next (its workers' threads with it): nothing that ends now is a
     // failure.
     state.supervisor.stop();
+}
+
+/// The longest a draining node waits to leave the membership (one Redis call; when Redis
+/// does not answer, the heartbeat expiring does the same a few seconds later).
+const LEAVE_WITHIN: Duration = Duration::from_secs(1);
+
+/// How long after SIGTERM the process ends whatever happens: the drain grace
+/// (`ROOMD__CLUSTER__DRAIN_GRACE_S`) plus the server's shutdown (5 s), less a margin for
+/// the exit itself. What is not done by then (a room not handed over, a socket whose
+/// client does not answer its close) is left to failover and to the client's reconnect.
+pub fn exit_deadline(state: &AppState) -> Duration {
+    Duration::from_secs(state.settings.cluster.drain_grace_s) + SHUTDOWN_TIMEOUT - Duration::from_millis(300)
+}
+
+/// Seconds the HTTP server waits for its connections once it stops (`shutdown_timeout`).
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Ends the process [`exit_deadline`] from now if it has not ended by then: a thread of
+/// its own, so no stuck task, runtime or Redis call can hold it back.
+pub fn exit_after_grace(state: &AppState) {
+    let within = exit_deadline(state);
+    let spawned = std::thread::Builder::new().name("exit-deadline".into()).spawn(move || {
+        std::thread::sleep(within);
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "roomd: the drain did not finish within {within:?} of the signal; exiting now (rooms not handed over fail \
+             over when their leases expire)"
+        );
+        std::process::exit(0);
+    });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "the exit deadline thread did not start; the drain's own bounds apply");
+    }
 }
 
 /// What ends the process when a core task cannot run (`room_actor::supervise`): a line

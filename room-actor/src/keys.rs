@@ -119,6 +119,12 @@ impl Keys {
         format!("{}:lobby:indexed", self.prefix)
     }
 
+    /// The dataset marker: a random id written once by the first node of a dataset; gone
+    /// when Redis comes back without its data (`cluster/node/reconcile.rs`).
+    pub fn dataset(&self) -> String {
+        format!("{}:dataset", self.prefix)
+    }
+
     pub fn open_rooms(&self) -> String {
         format!("{}:rooms:open", self.prefix)
     }

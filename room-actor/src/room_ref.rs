@@ -51,8 +51,12 @@ pub struct RoomRef {
 enum At {
     /// This node's actor.
     Local { handle: RoomHandle, node: String },
-    /// Another node's, over the bus.
-    Remote { node: String, cluster: Arc<ClusterNode> },
+    /// Another node's, over the bus. `token`: the room's lease when the route was made
+    /// (`None`: nobody held it yet, the route is to the node placement gives it to). A
+    /// room restored again on the same node (its lease lapsed in a Redis outage and was
+    /// claimed anew) is a new actor that knows nothing of this session: the route board
+    /// names it by its new token, and the session subscribes to it again.
+    Remote { node: String, token: Option<String>, cluster: Arc<ClusterNode> },
     /// Known (saved) but no node runs it this moment (a failover in progress): its stored
     /// info is all there is; verbs answer `room_unavailable`.
     Stored(Box<RoomInfo>),
@@ -112,16 +116,16 @@ impl Rooms {
         RoomRef { room: room.to_owned(), at: Arc::new(At::Local { handle, node: self.node_id.clone() }) }
     }
 
-    fn at_node(room: &str, node: String, cluster: &Arc<ClusterNode>) -> RoomRef {
-        RoomRef { room: room.to_owned(), at: Arc::new(At::Remote { node, cluster: cluster.clone() }) }
+    fn at_node(room: &str, node: String, token: Option<String>, cluster: &Arc<ClusterNode>) -> RoomRef {
+        RoomRef { room: room.to_owned(), at: Arc::new(At::Remote { node, token, cluster: cluster.clone() }) }
     }
 
     /// A session's route to a room on another node: the node's route board reads the
     /// room's holder from now on, so a move is announced to the session even before its
     /// first route check.
-    fn watched_at_node(room: &str, node: String, cluster: &Arc<ClusterNode>) -> RoomRef {
+    fn watched_at_node(room: &str, node: String, token: Option<String>, cluster: &Arc<ClusterNode>) -> RoomRef {
         cluster.routes.hint(room, std::time::Instant::now());
-        Self::at_node(room, node, cluster)
+        Self::at_node(room, node, token, cluster)
     }
 
     /// For HTTP calls (players' and operators'): the room wherever it runs, or its stored
@@ -133,7 +137,7 @@ impl Rooms {
         };
         match cluster.locate(room).await.map_err(|_| RoomOpError::unavailable())? {
             Owner::Here(handle) => Ok(self.at_here(room, handle)),
-            Owner::There(node) => Ok(Self::at_node(room, node, cluster)),
+            Owner::There { node, token } => Ok(Self::at_node(room, node, token, cluster)),
             Owner::Unknown | Owner::Moving => cluster
                 .store
                 .room(room)
@@ -154,7 +158,7 @@ impl Rooms {
         Lookup::Later(Box::pin(async move {
             match cluster.locate(&room).await {
                 Ok(Owner::Here(handle)) => Ok(rooms.at_here(&room, handle)),
-                Ok(Owner::There(node)) => Ok(Self::watched_at_node(&room, node, &cluster)),
+                Ok(Owner::There { node, token }) => Ok(Self::watched_at_node(&room, node, token, &cluster)),
                 Ok(Owner::Unknown) => Err(Missing::Unknown),
                 Ok(Owner::Moving) | Err(_) => Err(Missing::Moving),
             }
@@ -171,21 +175,23 @@ impl Rooms {
         let cluster = self.cluster.clone()?;
         let was = match current.map(|r| &*r.at) {
             Some(At::Local { handle, .. }) if handle.connected() => return None,
-            Some(At::Remote { node, .. }) => {
+            Some(At::Remote { node, token, .. }) => {
                 // The node's board read the room's holder for every session at once: a
-                // lookup of our own only if it is not where our route points.
-                if cluster.routes.hint(room, std::time::Instant::now()).is_some_and(|h| h.as_ref() == Some(node)) {
+                // lookup of our own only if it is not the holder our route was made for.
+                let board = cluster.routes.hint(room, std::time::Instant::now());
+                if token.is_some() && board.as_ref().is_some_and(|held| held == token) {
                     return None;
                 }
-                Some(node.clone())
+                Some((node.clone(), token.clone()))
             }
             _ => None,
         };
         let (rooms, room) = (self.clone(), room.to_owned());
         Some(Box::pin(async move {
-            match moved(cluster.locate(&room).await.ok()?, was.as_deref())? {
+            let was = was.as_ref().map(|(node, token)| (node.as_str(), token.as_deref()));
+            match moved(cluster.locate(&room).await.ok()?, was)? {
                 Moved::Here(handle) => Some(rooms.at_here(&room, handle)),
-                Moved::To(node) => Some(Self::watched_at_node(&room, node, &cluster)),
+                Moved::To { node, token } => Some(Self::watched_at_node(&room, node, token, &cluster)),
             }
         }))
     }
@@ -194,16 +200,23 @@ impl Rooms {
 /// Where a followed room went.
 enum Moved {
     Here(RoomHandle),
-    To(String),
+    To { node: String, token: Option<String> },
 }
 
-/// A room found at `found` whose route was on node `was` (`None`: here, or no route):
-/// where to subscribe again, if anywhere.
-fn moved(found: Owner, was: Option<&str>) -> Option<Moved> {
+/// A room found at `found` whose route was to `was` (its node and the lease it was made
+/// for; `None`: here, or no route): where to subscribe again, if anywhere. Another node,
+/// or the same node under another lease (a new actor there, which does not know the
+/// session), is a move; a lease not known on either side is not.
+fn moved(found: Owner, was: Option<(&str, Option<&str>)>) -> Option<Moved> {
     match found {
         Owner::Here(handle) => Some(Moved::Here(handle)),
-        Owner::There(node) if Some(node.as_str()) != was => Some(Moved::To(node)),
-        Owner::There(_) | Owner::Moving | Owner::Unknown => None,
+        Owner::There { node, token } => {
+            let same = was.is_some_and(|(was_node, was_token)| {
+                was_node == node && (token.is_none() || was_token == token.as_deref())
+            });
+            (!same).then_some(Moved::To { node, token })
+        }
+        Owner::Moving | Owner::Unknown => None,
     }
 }
 
@@ -240,7 +253,7 @@ impl RoomRef {
     /// Asks the room's node; `NotHere` for a room no node runs.
     async fn ask(&self, make: impl FnOnce(u64) -> RoomCmd) -> Reply {
         match &*self.at {
-            At::Remote { node, cluster } => cluster.request(node, &self.room, make).await,
+            At::Remote { node, cluster, .. } => cluster.request(node, &self.room, make).await,
             At::Local { .. } | At::Stored(_) => Reply::NotHere,
         }
     }
@@ -326,7 +339,7 @@ impl RoomRef {
     /// Sends a command to the room's node without waiting, in order with the caller's
     /// others; a publish nobody hears (the node died) is reported as [`RouteLost`].
     fn tell(&self, caller: &Caller, cmd: RoomCmd, cs: Option<u64>) {
-        let At::Remote { node, cluster } = &*self.at else { return };
+        let At::Remote { node, cluster, .. } = &*self.at else { return };
         let (room, lost) = (self.room.clone(), caller.lost.clone());
         cluster.tell_or(node, &self.room, cmd, move |_| lost.do_send(RouteLost { room, cs }));
     }
@@ -398,11 +411,26 @@ mod tests {
 
     #[test]
     fn a_followed_room_is_subscribed_again_only_where_it_went() {
-        assert!(matches!(moved(Owner::There("n2".into()), Some("n1")), Some(Moved::To(n)) if n == "n2"));
-        assert!(matches!(moved(Owner::There("n2".into()), None), Some(Moved::To(n)) if n == "n2"));
-        // Still on the same node, between owners, or gone: nothing to do yet.
-        assert!(moved(Owner::There("n1".into()), Some("n1")).is_none());
-        assert!(moved(Owner::Moving, Some("n1")).is_none());
+        let there = |node: &str, token: Option<&str>| Owner::There { node: node.into(), token: token.map(Into::into) };
+        let to = |m: Option<Moved>| match m {
+            Some(Moved::To { node, token }) => Some((node, token)),
+            _ => None,
+        };
+        assert_eq!(
+            to(moved(there("n2", Some("n2/5")), Some(("n1", Some("n1/4"))))),
+            Some(("n2".into(), Some("n2/5".into())))
+        );
+        assert_eq!(to(moved(there("n2", None), None)), Some(("n2".into(), None)));
+        // The same node under a new lease: a new actor there, which must hear of us.
+        assert_eq!(
+            to(moved(there("n1", Some("n1/9")), Some(("n1", Some("n1/4"))))),
+            Some(("n1".into(), Some("n1/9".into())))
+        );
+        assert_eq!(to(moved(there("n1", Some("n1/9")), Some(("n1", None)))), Some(("n1".into(), Some("n1/9".into()))));
+        // Still the holder the route was made for, between owners, or gone: nothing yet.
+        assert!(moved(there("n1", Some("n1/4")), Some(("n1", Some("n1/4")))).is_none());
+        assert!(moved(there("n1", None), Some(("n1", Some("n1/4")))).is_none());
+        assert!(moved(Owner::Moving, Some(("n1", None))).is_none());
         assert!(moved(Owner::Unknown, None).is_none());
     }
 

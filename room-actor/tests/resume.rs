@@ -58,7 +58,7 @@ async fn a_room_with_a_5000_entry_log_resumes_from_its_snapshot_quickly() {
         batch_window: Duration::ZERO,
         peer: None,
     };
-    let second = ClusterNode::new(config, (*store).clone(), deps, FailoverMetrics::new().unwrap());
+    let second = ClusterNode::new(config, (*store).clone(), deps, FailoverMetrics::new().unwrap()).unwrap();
     let claimed = Instant::now();
     let handle = second.activate("r_long").await.unwrap().expect("the room is restored on n2");
     let restored = claimed.elapsed();

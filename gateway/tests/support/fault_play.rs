@@ -302,7 +302,13 @@ impl Table {
     /// Waits until every player has received, after `after`, an `update` for an action
     /// acknowledged to somebody else (the room's news reaches every node, not only each
     /// player's own acknowledgements); fails naming the deaf ones after `within`.
-    pub async fn every_player_hears_another_after(&self, nodes: &[&Proc], after: Instant, within: Duration, what: &str) {
+    pub async fn every_player_hears_another_after(
+        &self,
+        nodes: &[&Proc],
+        after: Instant,
+        within: Duration,
+        what: &str,
+    ) {
         let deadline = Instant::now() + within;
         loop {
             let deaf: Vec<(usize, String)> = {

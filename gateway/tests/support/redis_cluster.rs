@@ -144,7 +144,11 @@ impl OwnRedisCluster {
             .args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
             // Quick failovers, and a replica that was stopped may still be promoted.
             .args(["--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0"])
-            .args(if self.aof { ["--appendonly", "yes", "--appendfsync", "always"] } else { ["--appendonly", "no", "--appendfsync", "everysec"] })
+            .args(if self.aof {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "everysec"]
+            })
             .args(["--save", ""])
             .args(["--dir", data.to_str().unwrap()])
             .stdout(Stdio::null())
@@ -302,9 +306,11 @@ impl OwnRedisCluster {
     /// Waits until every member answers `cluster_state:ok`.
     pub fn wait_state_ok(&self, within: Duration) {
         let deadline = Instant::now() + within;
-        while !self.ports().iter().all(|port| {
-            self.cli(*port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok"))
-        }) {
+        while !self
+            .ports()
+            .iter()
+            .all(|port| self.cli(*port, &["CLUSTER", "INFO"]).is_some_and(|info| info.contains("cluster_state:ok")))
+        {
             assert!(Instant::now() < deadline, "the Redis Cluster never reached cluster_state:ok: {:?}", self.nodes());
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -313,7 +319,10 @@ impl OwnRedisCluster {
     /// Waits until the member on `port` is a replica whose link to its master is up.
     pub fn wait_replica_linked(&self, port: u16, within: Duration) {
         let deadline = Instant::now() + within;
-        while !self.cli(port, &["INFO", "replication"]).is_some_and(|i| i.contains("role:slave") && i.contains("master_link_status:up")) {
+        while !self
+            .cli(port, &["INFO", "replication"])
+            .is_some_and(|i| i.contains("role:slave") && i.contains("master_link_status:up"))
+        {
             assert!(Instant::now() < deadline, "redis {port} never linked as a replica: {:?}", self.nodes());
             std::thread::sleep(Duration::from_millis(50));
         }

@@ -36,7 +36,10 @@ pub struct RouteBoard {
 struct Inner {
     /// Rooms asked about, with when they were last asked.
     asked: crate::FastMap<String, Instant>,
-    /// The holder node each room had at the last read (`None`: no lease then).
+    /// The lease token (`node/epoch`) each room had at the last read (`None`: no lease
+    /// then). The token, not only its node: a room claimed anew on the same node (its
+    /// lease lapsed while Redis was away) is a new actor its remote watchers must
+    /// subscribe to again.
     holders: crate::FastMap<String, Option<String>>,
 }
 
@@ -45,7 +48,7 @@ impl RouteBoard {
         RouteBoard::default()
     }
 
-    /// The node that held `room`'s lease at the last read (`Some(None)`: nobody did;
+    /// The lease token of `room` at the last read (`Some(None)`: nobody held it;
     /// `None`: not read yet), and `room` is read from now on.
     pub fn hint(&self, room: &str, now: Instant) -> Option<Option<String>> {
         let Ok(mut inner) = self.inner.lock() else { return None };
@@ -64,8 +67,9 @@ impl RouteBoard {
         rooms
     }
 
-    /// What a read found: the holder node of each of `rooms`, in order. Returns the rooms
-    /// whose holder is not the one the last read found (a failover, a handover): the
+    /// What a read found: the lease token of each of `rooms`, in order. Returns the rooms
+    /// whose holder is not the one the last read found (a failover, a handover, or the
+    /// same node under a new lease): the
     /// node tells its sessions (`Notice::Moved`), so one watching such a room follows it
     /// at once instead of at its next route check. A room's first read is no move.
     pub fn update(&self, rooms: &[String], holders: Vec<Option<String>>) -> Vec<String> {

@@ -3,9 +3,8 @@
 //! Each keeps its state in the node or in a timer, so a fresh start picks up where the
 //! last one stopped; what a fresh start must do at once is said where it matters.
 
-use super::{ClusterNode, LEASE_CHECK_EVERY, MEMBERSHIP_SWEEP_EVERY, ORPHAN_SCAN_EVERY};
+use super::{ClusterNode, LEASE_CHECK_EVERY, MEMBERSHIP_SWEEP_EVERY};
 use crate::cluster::failover;
-use crate::cluster::lease::Leases;
 use crate::cluster::routes;
 use crate::messages::Notice;
 use std::collections::HashMap;
@@ -35,8 +34,7 @@ impl ClusterNode {
             }
             match self.leases.holders(&rooms).await {
                 Ok(tokens) => {
-                    let holders = tokens.into_iter().map(|t| t.map(|t| Leases::node_of(&t).to_owned())).collect();
-                    let moved = self.routes.update(&rooms, holders);
+                    let moved = self.routes.update(&rooms, tokens);
                     if !moved.is_empty() {
                         // The sessions watching them follow them now.
                         self.sessions.tell_all(Notice::Moved(moved.into()));
@@ -135,23 +133,6 @@ impl ClusterNode {
                     }
                 }
                 Err(e) => warn!(error = %e, renew, "lease check failed"),
-            }
-        }
-    }
-
-    /// Failover scans ([`ClusterNode::scan_orphans`]).
-    pub(super) async fn scan_for_orphans(self: Arc<Self>) {
-        let every = Duration::from_millis((self.config.lease_ms / 4).max(100)).min(ORPHAN_SCAN_EVERY);
-        loop {
-            // Periodically (rooms with no lease: released, lapsed, or never claimed;
-            // and a scan that failed), and at once when the detector finds a node dead
-            // or gone.
-            let _ = tokio::time::timeout(every, self.rescan.notified()).await;
-            if self.draining.load(Ordering::Relaxed) {
-                continue;
-            }
-            if let Err(e) = self.scan_orphans().await {
-                warn!(error = %e, "failover scan failed");
             }
         }
     }

@@ -8,9 +8,11 @@
 mod backlog;
 mod loops;
 mod receive;
+mod reconcile;
 mod serve;
 
 pub use receive::{BusCheck, PROBE_EVERY, PROBE_EVERY_UNVERIFIED, UNVERIFIED_AFTER};
+pub use reconcile::{Reconciled, Unready, ACTIVATE_WITHIN, COMPLAIN_EVERY, FRESH_FOR, PAGE};
 
 use crate::cluster::bus::{Publisher, Reply};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
@@ -46,10 +48,10 @@ const HANDOVER_CONCURRENCY: usize = 64;
 /// latest snapshot); more wait for a slot, so a node taking over a thousand rooms keeps
 /// serving the ones it already has.
 pub const ACTIVATION_CONCURRENCY: usize = 128;
-/// The longest between two failover scans (`scan_orphans`; a quarter of the lease TTL
-/// when that is shorter): the scan also runs at once when a node dies or leaves, so this
-/// bounds what no departure announces, such as a lease released or lapsed, or a scan that
-/// failed. It was a quarter of the lease when the lease was 3 s.
+/// The longest between two reconciler passes (`reconcile.rs`; a quarter of the lease TTL
+/// when that is shorter): a pass also runs at once when a node dies or leaves, so this
+/// bounds what no departure announces, such as a lease released or lapsed, a pass that
+/// failed, or a fault nobody listed. It was a quarter of the lease when the lease was 3 s.
 pub const ORPHAN_SCAN_EVERY: Duration = Duration::from_millis(750);
 /// How often a node checks that its leases are still its own (one `MGET` per thousand
 /// rooms): a node taken over while it was paused or cut off stops those rooms within
@@ -97,7 +99,12 @@ pub struct PeerConfig {
 /// Where a room is now.
 pub enum Owner {
     Here(RoomHandle),
-    There(String),
+    /// On another node: `token` is its lease there (`None`: placement names `node` and
+    /// nobody holds it yet).
+    There {
+        node: String,
+        token: Option<String>,
+    },
     /// The room exists but nobody can take it this moment (a drain, a failover, a lease
     /// in transition): callers answer `room_unavailable` and try again.
     Moving,
@@ -137,14 +144,14 @@ pub struct ClusterNode {
     /// was last seen (`roomd_failover_resume_seconds` times a room taken over from a node
     /// from there, whichever path takes it, the failover scan or a lookup).
     detector: Mutex<Detector>,
-    /// Wakes the failover scan at once (a node died or left).
+    /// Wakes the reconciler at once, for a pass over every open room (a node died or left).
     rescan: tokio::sync::Notify,
     /// Where the rooms this node's sessions watch elsewhere are (`routes.rs`), and what
     /// wakes its refresh at once (a node died or left).
     pub routes: RouteBoard,
     reroute: tokio::sync::Notify,
-    /// The first failover scan (which also takes back this node id's old leases) is done.
-    scanned_once: AtomicBool,
+    /// What the reconciler last found (`reconcile.rs`).
+    reconciled: Reconciled,
     /// Notified when an operator asks (over the bus) for this node to drain; the gateway
     /// then drains exactly as on SIGTERM.
     pub drain_request: Arc<tokio::sync::Notify>,
@@ -190,7 +197,7 @@ impl ClusterNode {
         store: RedisStore,
         deps: RoomDeps,
         failover: FailoverMetrics,
-    ) -> Arc<ClusterNode> {
+    ) -> Result<Arc<ClusterNode>, prometheus::Error> {
         let keys = store.keys().clone();
         let conn = store.connection();
         let publisher = Publisher::new(store.thread_conns(), &config.prefix);
@@ -212,7 +219,7 @@ impl ClusterNode {
                 metrics: deps.metrics.clone(),
             }));
         }
-        Arc::new(ClusterNode {
+        Ok(Arc::new(ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
             quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
             seats: WaitingSeats::new(conn.clone(), keys.clone(), deps.waiting_ttl),
@@ -235,7 +242,7 @@ impl ClusterNode {
             rescan: tokio::sync::Notify::new(),
             routes: RouteBoard::new(),
             reroute: tokio::sync::Notify::new(),
-            scanned_once: AtomicBool::new(false),
+            reconciled: Reconciled::new()?,
             drain_request: Arc::new(tokio::sync::Notify::new()),
             threads: std::sync::OnceLock::new(),
             peers,
@@ -243,7 +250,7 @@ impl ClusterNode {
             probes,
             bus_check: BusCheck::new(),
             supervisor: std::sync::OnceLock::new(),
-        })
+        }))
     }
 
     /// Takes peer links on `listener` (bound to the address `config.peer` advertises, or
@@ -300,7 +307,7 @@ impl ClusterNode {
                     });
                 }
                 if self.members.is_live(&node, self.now_ms()).await? {
-                    return Ok(Owner::There(node));
+                    return Ok(Owner::There { node, token: Some(token) });
                 }
                 // Its holder is no longer a live node (found dead, gone, or silent past
                 // its heartbeat): the room goes where placement says now, not when the
@@ -319,7 +326,7 @@ impl ClusterNode {
                 Some(handle) => Ok(Owner::Here(handle)),
                 None => Ok(Owner::Moving),
             },
-            Some(owner) => Ok(Owner::There(owner.to_owned())),
+            Some(owner) => Ok(Owner::There { node: owner.to_owned(), token: None }),
             None => Ok(Owner::Moving),
         }
     }
@@ -344,6 +351,22 @@ impl ClusterNode {
     /// different rooms run concurrently (at most [`ACTIVATION_CONCURRENCY`]); two of the
     /// same room run one after the other, and the second finds the first's actor.
     pub async fn activate_with(self: &Arc<Self>, room: &str, how: Claim) -> Result<Option<RoomHandle>, StoreError> {
+        // A task of its own: it holds the room's activation lock, and a caller that stops
+        // being polled (a session's lookup whose actor waits on something else) must not
+        // hold every later activation of the room, the reconciler's too, with it. A
+        // caller that goes away leaves the activation to finish.
+        let (node, room) = (self.clone(), room.to_owned());
+        match actix::spawn(async move { node.activate_one_at_a_time(&room, how).await }).await {
+            Ok(activated) => activated,
+            Err(e) => Err(StoreError::Unavailable(format!("the activation task ended: {e}"))),
+        }
+    }
+
+    async fn activate_one_at_a_time(
+        self: &Arc<Self>,
+        room: &str,
+        how: Claim,
+    ) -> Result<Option<RoomHandle>, StoreError> {
         let room_lock = match self.activating.lock() {
             Ok(mut map) => map.entry(room.to_owned()).or_default().clone(),
             Err(_) => return Err(StoreError::Unavailable("activation table poisoned".into())),
@@ -364,13 +387,14 @@ impl ClusterNode {
         result
     }
 
-    async fn activate_locked(self: &Arc<Self>, room: &str, how: Claim) -> Result<Option<RoomHandle>, StoreError> {
-        if self.holds(room) {
-            if let Some(handle) = self.deps.directory.handle(room) {
-                return Ok(Some(handle));
-            }
-        }
-        let token = match &how {
+    /// Claims (or takes over) the room's lease, fences its log and reads it: what a
+    /// restore needs, or `None` when another node holds it or the room is gone.
+    async fn prepare_restore(
+        &self,
+        room: &str,
+        how: &Claim,
+    ) -> Result<Option<(String, RoomInfo, Option<StoredGame>)>, StoreError> {
+        let token = match how {
             Claim::Free => self.leases.claim(room).await?,
             Claim::From(holder) => {
                 let taken = self.leases.take_over(room, holder).await?;
@@ -395,6 +419,25 @@ impl ClusterNode {
                 self.store.load(pk).await?
             }
             None => None,
+        };
+        Ok(Some((token, info, stored)))
+    }
+
+    async fn activate_locked(self: &Arc<Self>, room: &str, how: Claim) -> Result<Option<RoomHandle>, StoreError> {
+        if self.holds(room) {
+            if let Some(handle) = self.deps.directory.handle(room) {
+                return Ok(Some(handle));
+            }
+        }
+        // The Redis half of a restore, bounded: one that hangs must not hold this room's
+        // activation (and the reconciler's pass) for ever. Given up half way, a lease it
+        // claimed carries this node's id and the next pass takes it back.
+        let prepared = tokio::time::timeout(reconcile::ACTIVATE_WITHIN, self.prepare_restore(room, &how)).await;
+        let Some((token, info, stored)) = prepared.map_err(|_| {
+            StoreError::Unavailable(format!("restore not done within {:?}", reconcile::ACTIVATE_WITHIN))
+        })??
+        else {
+            return Ok(None);
         };
         let game = info.game.clone();
         let resumes_a_game = stored.is_some();
@@ -506,7 +549,7 @@ impl ClusterNode {
         let node = self.clone();
         supervisor.spawn("lease_check", Policy::Restart, move || node.clone().check_leases());
         let node = self.clone();
-        supervisor.spawn("failover_scan", Policy::Restart, move || node.clone().scan_for_orphans());
+        supervisor.spawn("reconciler", Policy::Restart, move || node.clone().reconcile_on());
         let node = self.clone();
         supervisor.spawn("failure_detection", Policy::Restart, move || node.clone().detect_failures());
     }
@@ -554,9 +597,15 @@ impl ClusterNode {
     pub async fn hand_over_all(self: &Arc<Self>, within: Duration) {
         self.draining.store(true, Ordering::Relaxed);
         self.deps.metrics.drains.inc();
-        if let Err(e) = self.beat(true).await {
-            warn!(error = %e, "draining heartbeat failed");
+        let started = Instant::now();
+        // Other nodes stop placing rooms here; bounded, as everything in a drain is: with
+        // Redis away it fails after its timeout and the handover below fails fast too.
+        match tokio::time::timeout(within / 2, self.beat(true)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(error = %e, "draining heartbeat failed"),
+            Err(_) => warn!("draining heartbeat timed out"),
         }
+        let within = within.saturating_sub(started.elapsed());
         let held: Vec<(String, String)> =
             self.held.lock().map(|h| h.iter().map(|(r, t)| (r.clone(), t.clone())).collect()).unwrap_or_default();
         let total = held.len();
@@ -588,64 +637,5 @@ impl ClusterNode {
         if let Err(e) = self.members.leave(self.id()).await {
             warn!(error = %e, "leave failed; the heartbeat will expire");
         }
-    }
-
-    /// Claims every open room that placement gives to this node and that has no owner
-    /// (its lease expired or was released) or whose owner is no longer a live node (found
-    /// dead, or its heartbeat expired), including rooms nobody is talking to (their timers
-    /// must keep running); and every room whose lease carries this node's id but that
-    /// this process does not hold (its previous incarnation's, restarted with the same
-    /// id: taken back at once instead of waiting out the lease). The first scan looks at
-    /// every open room for those; later ones only at rooms placed here. The leases are
-    /// read in one pipeline and the rooms are activated concurrently
-    /// ([`ACTIVATION_CONCURRENCY`] at a time).
-    pub async fn scan_orphans(self: &Arc<Self>) -> Result<usize, StoreError> {
-        if self.draining.load(Ordering::Relaxed) {
-            return Ok(0);
-        }
-        let live = self.members.live(self.now_ms()).await?;
-        let placeable: Vec<&str> = live.iter().filter(|m| !m.draining).map(|m| m.id.as_str()).collect();
-        let every_room = !self.scanned_once.load(Ordering::Relaxed);
-        let mut conn = self.store.connection();
-        let rooms: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(self.store.keys().open_rooms())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let (rooms, placed_here): (Vec<String>, Vec<bool>) = rooms
-            .into_iter()
-            .filter(|room| !self.holds(room))
-            .map(|room| {
-                let here = placement::owner(&room, placeable.iter().copied()) == Some(self.id());
-                (room, here)
-            })
-            .filter(|(_, here)| *here || every_room)
-            .unzip();
-        let holders = self.leases.holders(&rooms).await?;
-        let wanted: Vec<(String, Claim)> = rooms
-            .into_iter()
-            .zip(placed_here)
-            .zip(holders)
-            .filter_map(|((room, here), token)| match token {
-                None => here.then_some((room, Claim::Free)),
-                Some(token) => {
-                    let holder = Leases::node_of(&token);
-                    let ours_from_before = holder == self.id();
-                    let dead_owner = here && !live.iter().any(|m| m.id == holder);
-                    (ours_from_before || dead_owner).then(|| (room, Claim::From(token.clone())))
-                }
-            })
-            .collect();
-        let count = wanted.len();
-        futures_util::stream::iter(wanted)
-            .for_each_concurrent(ACTIVATION_CONCURRENCY, |(room, how)| async move {
-                if let Err(e) = self.activate_with(&room, how).await {
-                    warn!(room = %room, error = %e, "room not taken over; the next scan retries");
-                }
-            })
-            .await;
-        // Only a scan that went through counts: until one does, the next looks again.
-        self.scanned_once.store(true, Ordering::Relaxed);
-        Ok(count)
     }
 }
