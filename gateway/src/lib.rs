@@ -30,6 +30,7 @@ pub mod config;
 pub mod error;
 pub mod http_metrics;
 pub mod limits;
+pub mod log_flood;
 pub mod names;
 pub mod protocol;
 pub mod replay;

@@ -54,6 +54,8 @@ async fn main() -> anyhow::Result<()> {
         );
         let _ = out.flush();
     }
+    // A drain (SIGTERM, or an operator's) ends this process within its bound.
+    running.state.exit_after_drain.store(true, std::sync::atomic::Ordering::Relaxed);
     let server = running.server;
     let handle = server.handle();
     let state = running.state.clone();

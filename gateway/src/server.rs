@@ -221,6 +221,7 @@ impl AppState {
             cluster,
             metrics: GatewayMetrics { registry, sessions, ws_closed_flood, ws_errors },
             draining: AtomicBool::new(false),
+            exit_after_drain: AtomicBool::new(false),
             next_session: AtomicU64::new(session_base + 1),
             sockets: std::sync::Mutex::new(std::collections::HashMap::new()),
             sessions: open_sessions,
@@ -532,8 +533,13 @@ pub fn exit_deadline(state: &AppState) -> Duration {
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Ends the process [`exit_deadline`] from now if it has not ended by then: a thread of
-/// its own, so no stuck task, runtime or Redis call can hold it back.
+/// its own, so no stuck task, runtime or Redis call can hold it back. Only where the
+/// binary asked for it (`AppState::exit_after_drain`): a process that embeds the server
+/// is not ended by it.
 pub fn exit_after_grace(state: &AppState) {
+    if !state.exit_after_drain.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     let within = exit_deadline(state);
     let spawned = std::thread::Builder::new().name("exit-deadline".into()).spawn(move || {
         std::thread::sleep(within);

@@ -9,7 +9,9 @@
 use crate::config::{Log, LogFormat};
 use std::time::Duration;
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// Lines buffered for the writer thread before new ones are dropped.
 const BUFFERED_LINES: usize = 16_384;
@@ -54,10 +56,20 @@ pub fn init(log: &Log) -> LogGuard {
         .buffered_lines_limit(BUFFERED_LINES)
         .thread_name("log-writer")
         .finish(std::io::stdout());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(writer).log_internal_errors(false);
-    let _ = match log.format {
-        LogFormat::Pretty => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+    // Repeated warnings are held back past a burst per place (`log_flood.rs`).
+    let gate = crate::log_flood::FloodGate::new();
+    let lines = tracing_subscriber::fmt::layer().with_writer(writer).log_internal_errors(false);
+    let installed = match log.format {
+        LogFormat::Pretty => {
+            tracing_subscriber::registry().with(filter).with(lines.with_filter(gate.clone())).try_init()
+        }
+        LogFormat::Json => tracing_subscriber::registry()
+            .with(filter)
+            .with(lines.json().flatten_event(true).with_current_span(true).with_filter(gate.clone()))
+            .try_init(),
     };
+    if installed.is_ok() {
+        gate.report_every_period();
+    }
     LogGuard(Some(guard))
 }
