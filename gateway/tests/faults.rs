@@ -15,8 +15,10 @@
 //! - `randomized_faults_on_a_redis_cluster_lose_nothing_and_every_room_comes_back`: the
 //!   same on a Redis Cluster, the nodes appending with `ROOMD__REDIS__ACK_REPLICAS=1`;
 //!   instead of Redis restarts and pauses, a room's or a bus channel's master SIGKILLed
-//!   or hung (SIGSTOP) until its replica is promoted, and slots moved to another master.
-//!   The same two variables replay and lengthen it.
+//!   (back as its replica's replica once that is promoted) or hung (SIGSTOP) until its
+//!   replica is promoted, a replica SIGKILLed and started again, the whole Redis Cluster
+//!   SIGKILLed and started again from its AOF, and slots moved to another master. The
+//!   same two variables replay and lengthen it.
 //! - `a_drain_and_a_same_id_restart_never_show_unknown_room`: the regression for rooms
 //!   called unknown while they move.
 //!
@@ -90,6 +92,12 @@ enum Fault {
     MasterHang,
     /// Redis Cluster: move a room's or a bus channel's slot to another master.
     SlotMove,
+    /// Redis Cluster: SIGKILL a replica of a room's or a bus channel's shard, start it
+    /// again after a pause (it resynchronises).
+    ReplicaKill,
+    /// Redis Cluster: SIGKILL every member, start them all again after a pause, from
+    /// their AOF (rooms' leases lapse meanwhile: every room is restored anew).
+    ClusterRestart,
 }
 
 /// The faults on one Redis.
@@ -105,7 +113,7 @@ const FAULTS: [Fault; 8] = [
 ];
 
 /// The faults on a Redis Cluster: the nodes' faults and the cluster's own.
-const CLUSTER_FAULTS: [Fault; 9] = [
+const CLUSTER_FAULTS: [Fault; 11] = [
     Fault::Kill,
     Fault::StopShort,
     Fault::StopAroundTimeout,
@@ -115,6 +123,8 @@ const CLUSTER_FAULTS: [Fault; 9] = [
     Fault::MasterKill,
     Fault::MasterHang,
     Fault::SlotMove,
+    Fault::ReplicaKill,
+    Fault::ClusterRestart,
 ];
 
 /// Where the nodes keep their logs, leases and membership.
@@ -239,6 +249,9 @@ async fn randomized(mut backend: Backend) {
     wait_all_ack_after(&seen, Instant::now(), RECOVERY_BOUND).await.expect("every room plays before any fault");
 
     let mut outages: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
+    // Per kind: from the fault healed (its process back, its cluster whole) to every room
+    // acknowledging an action again.
+    let mut back: BTreeMap<Fault, Vec<Duration>> = BTreeMap::new();
     let mut order: Vec<Fault> = Vec::new();
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(secs) {
@@ -257,7 +270,7 @@ async fn randomized(mut backend: Backend) {
         // A Redis Cluster fault's slot: a room's, or a node's bus channel's (drawn for
         // those faults only, so one Redis's seeds replay the schedules they always did).
         let key = match fault {
-            Fault::MasterKill | Fault::MasterHang | Fault::SlotMove => match rng.below(2) {
+            Fault::MasterKill | Fault::MasterHang | Fault::SlotMove | Fault::ReplicaKill => match rng.below(2) {
                 0 => format!("{{room:{}}}", room_ids[rng.below(ROOMS as u64) as usize]),
                 _ => format!("{prefix}:bus:{}", nodes[target].id),
             },
@@ -269,7 +282,8 @@ async fn randomized(mut backend: Backend) {
             started.elapsed().as_secs_f64(),
             match fault {
                 Fault::RedisRestart | Fault::RedisPause => "redis".to_owned(),
-                Fault::MasterKill | Fault::MasterHang | Fault::SlotMove => key.clone(),
+                Fault::MasterKill | Fault::MasterHang | Fault::SlotMove | Fault::ReplicaKill => key.clone(),
+                Fault::ClusterRestart => "every member".to_owned(),
                 _ => nodes[target].id.clone(),
             }
         );
@@ -366,13 +380,38 @@ async fn randomized(mut backend: Backend) {
                     cluster.move_slot(slot, masters[rng.below(masters.len() as u64) as usize]);
                 });
             }
+            Fault::ReplicaKill => {
+                let Backend::Cluster(cluster) = &mut backend else { unreachable!("a Redis Cluster's fault") };
+                let pause = rng.ms(500, 3000);
+                let slot = tokio::task::block_in_place(|| cluster.slot(&key));
+                let (_, replica) = tokio::task::block_in_place(|| cluster.shard_of(slot));
+                if let Some(replica) = replica {
+                    tokio::task::block_in_place(|| cluster.kill(replica.port));
+                    tokio::time::sleep(pause).await;
+                    tokio::task::block_in_place(|| {
+                        cluster.up(replica.port);
+                        cluster.wait_healthy(Duration::from_secs(30));
+                    });
+                }
+            }
+            Fault::ClusterRestart => {
+                let Backend::Cluster(cluster) = &mut backend else { unreachable!("a Redis Cluster's fault") };
+                let pause = rng.ms(1000, 5000);
+                tokio::task::block_in_place(|| cluster.kill_all());
+                tokio::time::sleep(pause).await;
+                tokio::task::block_in_place(|| {
+                    cluster.up_all();
+                    cluster.wait_state_ok(Duration::from_secs(60));
+                    cluster.wait_healthy(Duration::from_secs(60));
+                });
+            }
             Fault::LinkBlackHole => {
                 proxies[target].black_hole();
             }
         }
         let t_end = Instant::now();
         match wait_all_ack_after(&seen, t_end, RECOVERY_BOUND).await {
-            Ok(()) => {}
+            Ok(()) => back.entry(fault).or_default().push(t_end.elapsed()),
             Err(rooms) => seen
                 .lock()
                 .unwrap()
@@ -410,7 +449,15 @@ async fn randomized(mut backend: Backend) {
     );
     for (fault, gaps) in &outages {
         let longest = gaps.iter().max().copied().unwrap_or_default();
-        println!("  {fault:?}: {} injected, longest room unavailability {:.1} s", gaps.len(), longest.as_secs_f64());
+        let healed = back.get(fault).and_then(|b| b.iter().max().copied()).unwrap_or_default();
+        println!(
+            "  {fault:?}: {} injected, longest room unavailability {:.1} s, every room acting again within {:.1} s of \
+             the fault healing (bound {:.0} s)",
+            gaps.len(),
+            longest.as_secs_f64(),
+            healed.as_secs_f64(),
+            RECOVERY_BOUND.as_secs_f64()
+        );
     }
     assert!(violations.is_empty(), "seed {seed}: {violations:#?}");
     assert!(seen.acked > 100, "seed {seed}: only {} actions acknowledged", seen.acked);

@@ -82,11 +82,12 @@ impl OwnRedisCluster {
         OwnRedisCluster::start_with(None, 1, true)
     }
 
-    /// Nine processes: 3 masters with 2 replicas each, so a shard whose master failed
-    /// still has a replica to acknowledge its writes (`ROOMD__REDIS__ACK_REPLICAS=1`)
-    /// while the old master is away.
+    /// Nine processes with AOF (`appendfsync always`): 3 masters with 2 replicas each, so
+    /// a shard whose master failed still has a replica to acknowledge its writes
+    /// (`ROOMD__REDIS__ACK_REPLICAS=1`) while the old master is away, and the whole
+    /// cluster can be restarted with its data.
     pub fn start_with_two_replicas() -> OwnRedisCluster {
-        OwnRedisCluster::start_with(None, 2, false)
+        OwnRedisCluster::start_with(None, 2, true)
     }
 
     /// The same cluster speaking TLS only (`rediss://`), with `tls`'s certificate.

@@ -9,8 +9,8 @@
 //!   previous incarnation's, or a claim whose restore failed half way). One that cannot be
 //!   is tried again next pass, and said once per room per [`COMPLAIN_EVERY`].
 //! - **Every room this node holds is still its own**: the lease check (`loops.rs`), every
-//!   second, stops a room whose lease is not; the reconciler also gives back the lease of
-//!   a room this node holds but no longer runs.
+//!   second, stops a room whose lease is not, and gives back the lease of a room this
+//!   node holds but no longer runs.
 //! - **Every session's route reaches the room's current holder**: the route board reads
 //!   the lease *tokens* of watched rooms every second (`routes.rs`), so a room restored
 //!   anew, even on the same node, is a move its remote watchers follow.
