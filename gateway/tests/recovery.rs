@@ -27,7 +27,9 @@ use futures_util::StreamExt;
 use room_actor::RedisStore;
 use std::time::{Duration, Instant};
 use support::fault_play::{seat_players, wait_all_ack_after, Table};
-use support::procs::{counter, guest, next_within, prefix, send, start_tally, until_sees, OwnRedis, Proc, Settings};
+use support::procs::{
+    counter, guest, next_within, on_redis_cluster, prefix, send, start_tally, until_sees, OwnRedis, Proc, Settings,
+};
 use support::redis_cluster::OwnRedisCluster;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -38,17 +40,6 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 const BACK_WITHIN: Duration = Duration::from_secs(3);
 
 const ACK_ONE: [(&str, &str); 2] = [("ROOMD__REDIS__ACK_REPLICAS", "1"), ("ROOMD__REDIS__ACK_TIMEOUT_MS", "1000")];
-
-fn on_cluster(id: &str, prefix: &str, seeds: &str, env: &[(&str, &str)]) -> Proc {
-    let settings = Settings::cluster(id, prefix, "")
-        .unset("ROOMD__REDIS__URL")
-        .set("ROOMD__REDIS__CLUSTER_URLS", seeds)
-        .short_lease()
-        .set("ROOMD__WS__RATE_PER_S", "1000")
-        .set("ROOMD__WS__BURST", "1000")
-        .with(env);
-    Proc::spawn(id, settings)
-}
 
 /// Starts the nodes `ids` with `start`, and waits until each sees them all.
 async fn nodes(ids: &[&str], start: impl Fn(&str) -> Proc) -> (Vec<Proc>, reqwest::Client) {
@@ -76,7 +67,7 @@ async fn a_redis_cluster_master_killed_and_back_as_a_replica_under_ack_replicas_
     let _serial = SERIAL.lock().await;
     let mut cluster = tokio::task::block_in_place(OwnRedisCluster::start_durable);
     let (prefix, seeds) = (prefix("rm"), cluster.seeds());
-    let (nodes, http) = nodes(&["ma", "mb", "mc"], |id| on_cluster(id, &prefix, &seeds, &ACK_ONE)).await;
+    let (nodes, http) = nodes(&["ma", "mb", "mc"], |id| on_redis_cluster(id, &prefix, &seeds, &ACK_ONE)).await;
     let table = seat_players(&http, &nodes.iter().collect::<Vec<_>>(), 9).await;
     wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
 
@@ -104,7 +95,7 @@ async fn a_whole_redis_cluster_restarted_from_its_aof_leaves_every_room_playing_
     let _serial = SERIAL.lock().await;
     let mut cluster = tokio::task::block_in_place(OwnRedisCluster::start_durable);
     let (prefix, seeds) = (prefix("rr"), cluster.seeds());
-    let (nodes, http) = nodes(&["ra", "rb", "rc"], |id| on_cluster(id, &prefix, &seeds, &ACK_ONE)).await;
+    let (nodes, http) = nodes(&["ra", "rb", "rc"], |id| on_redis_cluster(id, &prefix, &seeds, &ACK_ONE)).await;
     let table = seat_players(&http, &nodes.iter().collect::<Vec<_>>(), 9).await;
     wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
 

@@ -29,27 +29,15 @@ use serde_json::Value;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use support::fault_play::{seat_players, wait_all_ack_after};
-use support::procs::{get_json, guest, prefix, until_sees, Proc, Settings};
+use support::procs::{get_json, guest, on_redis_cluster, prefix, until_sees, Proc, Settings};
 use support::redis_cluster::{OwnRedisCluster, Tls};
 
 /// These tests start many processes each: one at a time.
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// Node `id` on the Redis Cluster `seeds`, with the fault tests' timings.
-fn node_on_cluster(id: &str, prefix: &str, seeds: &str, env: &[(&str, &str)]) -> Proc {
-    let settings = Settings::cluster(id, prefix, "")
-        .unset("ROOMD__REDIS__URL")
-        .set("ROOMD__REDIS__CLUSTER_URLS", seeds)
-        .short_lease()
-        .set("ROOMD__WS__RATE_PER_S", "1000")
-        .set("ROOMD__WS__BURST", "1000")
-        .with(env);
-    Proc::spawn(id, settings)
-}
-
 /// Two nodes on the Redis Cluster `seeds`, once they see each other, and an HTTP client.
 async fn two_nodes(ids: [&str; 2], prefix: &str, seeds: &str, env: &[(&str, &str)]) -> ([Proc; 2], reqwest::Client) {
-    let nodes = tokio::task::block_in_place(|| ids.map(|id| node_on_cluster(id, prefix, seeds, env)));
+    let nodes = tokio::task::block_in_place(|| ids.map(|id| on_redis_cluster(id, prefix, seeds, env)));
     let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap();
     for node in &nodes {
         until_sees(&http, node, 2, Duration::from_secs(30)).await;

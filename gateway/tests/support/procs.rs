@@ -338,6 +338,19 @@ impl Drop for Proc {
     }
 }
 
+/// Node `id` on the Redis Cluster `seeds` (no `ROOMD__REDIS__URL`), with the fault tests'
+/// timings; `env` adds or overrides settings.
+pub fn on_redis_cluster(id: &str, prefix: &str, seeds: &str, env: &[(&str, &str)]) -> Proc {
+    let settings = Settings::cluster(id, prefix, "")
+        .unset("ROOMD__REDIS__URL")
+        .set("ROOMD__REDIS__CLUSTER_URLS", seeds)
+        .short_lease()
+        .set("ROOMD__WS__RATE_PER_S", "1000")
+        .set("ROOMD__WS__BURST", "1000")
+        .with(env);
+    Proc::spawn(id, settings)
+}
+
 /// Waits until `node` sees `n` live nodes.
 pub async fn until_sees(http: &reqwest::Client, node: &Proc, n: u64, within: Duration) {
     let deadline = tokio::time::Instant::now() + within;

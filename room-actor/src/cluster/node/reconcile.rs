@@ -58,7 +58,8 @@ pub struct Reconciled {
     since: Instant,
     /// Milliseconds from `since` to the end of the last successful pass, plus one.
     last_ok: AtomicU64,
-    /// Rooms this node should hold that the last pass could not restore.
+    /// Rooms this node should hold that the last pass could not restore for want of
+    /// Redis (a room whose log cannot be read is said, not counted).
     pending: IntGauge,
     /// Why the last pass failed, if it did.
     last_error: Mutex<Option<String>>,
@@ -307,7 +308,13 @@ impl ClusterNode {
                         // Another node took it first, or it is gone: nothing to repair.
                         Ok(None) => {}
                         Err(e) => {
-                            failed.fetch_add(1, Ordering::Relaxed);
+                            // Redis away or slow is this node not done recovering (not
+                            // ready); a log that cannot be read (corrupt, a newer format)
+                            // is one room's problem, said but no reason to leave the
+                            // Service.
+                            if matches!(e, StoreError::Unavailable(_) | StoreError::Unknown(_)) {
+                                failed.fetch_add(1, Ordering::Relaxed);
+                            }
                             if self.reconciled.complain(&room, Instant::now()) {
                                 warn!(room = %room, error = %e,
                                     "room cannot be restored here yet; the reconciler retries every pass (said once a minute)");
