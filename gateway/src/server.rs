@@ -525,7 +525,7 @@ const LEAVE_WITHIN: Duration = Duration::from_secs(1);
 /// (`ROOMD__CLUSTER__DRAIN_GRACE_S`) plus the server's shutdown (5 s), less a margin for
 /// the exit itself. What is not done by then (a room not handed over, a socket whose
 /// client does not answer its close) is left to failover and to the client's reconnect.
-pub fn exit_deadline(state: &AppState) -> Duration {
+fn exit_deadline(state: &AppState) -> Duration {
     Duration::from_secs(state.settings.cluster.drain_grace_s) + SHUTDOWN_TIMEOUT - Duration::from_millis(300)
 }
 

@@ -48,8 +48,9 @@ pub struct AppState {
     pub metrics: GatewayMetrics,
     /// Set on SIGTERM: `/readyz` answers 503 and no rooms are created.
     pub draining: AtomicBool,
-    /// Set by the `roomd` binary: a drain ends the process by [`crate::server::exit_deadline`]
-    /// whatever happens (never in a process that embeds the server, such as the tests).
+    /// Set by the `roomd` binary: a drain ends the process within the drain grace plus
+    /// the server's shutdown whatever happens (`server::exit_after_grace`; never in a
+    /// process that embeds the server, such as the tests).
     pub exit_after_drain: AtomicBool,
     pub next_session: AtomicU64,
     /// Every open WebSocket session (drain closes them with 1012); in cluster mode the

@@ -12,7 +12,7 @@ mod reconcile;
 mod serve;
 
 pub use receive::{BusCheck, PROBE_EVERY, PROBE_EVERY_UNVERIFIED, UNVERIFIED_AFTER};
-pub use reconcile::{Reconciled, Unready, ACTIVATE_WITHIN, COMPLAIN_EVERY, FRESH_FOR, PAGE};
+pub use reconcile::{Reconciled, Unready};
 
 use crate::cluster::bus::{Publisher, Reply};
 use crate::cluster::failover::{self, Detector, FailoverMetrics};
@@ -48,11 +48,6 @@ const HANDOVER_CONCURRENCY: usize = 64;
 /// latest snapshot); more wait for a slot, so a node taking over a thousand rooms keeps
 /// serving the ones it already has.
 pub const ACTIVATION_CONCURRENCY: usize = 128;
-/// The longest between two reconciler passes (`reconcile.rs`; a quarter of the lease TTL
-/// when that is shorter): a pass also runs at once when a node dies or leaves, so this
-/// bounds what no departure announces, such as a lease released or lapsed, a pass that
-/// failed, or a fault nobody listed. It was a quarter of the lease when the lease was 3 s.
-pub const ORPHAN_SCAN_EVERY: Duration = Duration::from_millis(750);
 /// How often a node checks that its leases are still its own (one `MGET` per thousand
 /// rooms): a node taken over while it was paused or cut off stops those rooms within
 /// this, so their watchers follow them instead of watching a frozen copy.

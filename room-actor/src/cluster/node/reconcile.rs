@@ -50,6 +50,11 @@ pub const ACTIVATE_WITHIN: Duration = Duration::from_secs(5);
 /// `/readyz` wants a successful pass at most this old: about three periods, so one slow
 /// pass is no flap.
 pub const FRESH_FOR: Duration = Duration::from_secs(4);
+/// The longest between two reconciler passes (a quarter of the lease TTL when that is
+/// shorter): a pass also runs at once when a node dies or leaves, so this bounds what no
+/// departure announces, such as a lease released or lapsed, a pass that failed, or a
+/// fault nobody listed. It was a quarter of the lease when the lease was 3 s.
+pub const RECONCILE_EVERY: Duration = Duration::from_millis(750);
 /// A room that cannot be served is said once per this, not per pass.
 pub const COMPLAIN_EVERY: Duration = Duration::from_secs(60);
 
@@ -179,11 +184,11 @@ impl ClusterNode {
     }
 
     /// The period of the reconciler: a quarter of the lease TTL, at most
-    /// [`super::ORPHAN_SCAN_EVERY`] (about a second): a room whose lease lapsed or was
+    /// [`RECONCILE_EVERY`] (about a second): a room whose lease lapsed or was
     /// released (a drain) has a holder again within a lease-quarter, and a room a fault
     /// left without one plays again within about a second of its Redis being whole.
     pub(super) fn reconcile_every(&self) -> Duration {
-        Duration::from_millis((self.config.lease_ms / 4).max(100)).min(super::ORPHAN_SCAN_EVERY)
+        Duration::from_millis((self.config.lease_ms / 4).max(100)).min(RECONCILE_EVERY)
     }
 
     /// The reconciler's loop: a pass every period (jittered), and at once, over the whole
