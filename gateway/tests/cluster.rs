@@ -439,7 +439,16 @@ async fn a_redis_restart_pauses_rooms_and_loses_no_acknowledged_action() {
         4,
         "the three acknowledged bumps survived"
     );
-    assert_eq!(http.get(format!("{}/readyz", nodes[0].base)).send().await.unwrap().status(), 200);
+    // Ready again once the reconciler has made a pass over the store that came back and the
+    // bus is heard again: not necessarily at the moment the first action is acknowledged.
+    until(
+        || async {
+            let answer = http.get(format!("{}/readyz", nodes[0].base)).send().await;
+            answer.is_ok_and(|r| r.status() == 200)
+        },
+        "ra ready again after Redis is back",
+    )
+    .await;
 }
 
 /// Plays `room` (a tally with no target, owned by another node) from `ws` for `bumps`
