@@ -157,6 +157,7 @@ impl AppState {
             clock: Clock::System,
             ended_linger: Duration::from_secs(settings.rooms.ended_linger_s),
             waiting_ttl: Duration::from_secs(settings.rooms.waiting_ttl_s),
+            stall_give_up: room_actor::room::STALL_GIVE_UP,
         };
         let failover = FailoverMetrics::new()?;
         failover.register(&registry)?;

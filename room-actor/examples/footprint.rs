@@ -39,6 +39,7 @@ fn main() {
             clock: Clock::System,
             ended_linger: room_actor::room::ENDED_LINGER,
             waiting_ttl: room_actor::room::WAITING_TTL,
+            stall_give_up: room_actor::room::STALL_GIVE_UP,
         };
         let mut rooms: Vec<RoomHandle> = Vec::with_capacity(2 * n);
         let make = |i: usize, game: &str| NewRoom {

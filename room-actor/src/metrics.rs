@@ -27,6 +27,9 @@ pub struct RoomMetrics {
     /// Rooms waiting right now for an unknown outcome to resolve (they answer
     /// `room_unavailable` meanwhile and resume by themselves).
     pub rooms_stalled: IntGauge,
+    /// Stalled rooms (cluster mode) that gave themselves up after
+    /// [`crate::room::STALL_GIVE_UP`] so the node restores them afresh from their log.
+    pub stalls_given_up: IntCounter,
     /// Drains this node went through (SIGTERM).
     pub drains: IntCounter,
     /// Pub/sub publish → delivery to this node's bus loop.
@@ -90,6 +93,10 @@ impl RoomMetrics {
                 "roomd_rooms_stalled",
                 "rooms waiting for an unknown append outcome to resolve (answering room_unavailable)",
             )?,
+            stalls_given_up: IntCounter::new(
+                "roomd_room_stalls_given_up_total",
+                "stalled rooms that gave themselves up to be restored afresh from their log (cluster mode)",
+            )?,
             drains: IntCounter::new("roomd_drains_total", "drains (SIGTERM) of this node")?,
             bus_lag: Histogram::with_opts(
                 HistogramOpts::new(
@@ -143,6 +150,7 @@ impl RoomMetrics {
         registry.register(Box::new(m.store_errors.clone()))?;
         registry.register(Box::new(m.store_unknown_outcomes.clone()))?;
         registry.register(Box::new(m.rooms_stalled.clone()))?;
+        registry.register(Box::new(m.stalls_given_up.clone()))?;
         registry.register(Box::new(m.drains.clone()))?;
         registry.register(Box::new(m.bus_lag.clone()))?;
         registry.register(Box::new(m.bus_dropped.clone()))?;

@@ -467,6 +467,7 @@ mod tests {
             clock: Clock::System,
             ended_linger: Duration::from_secs(60),
             waiting_ttl: Duration::from_secs(60),
+            stall_give_up: crate::room::STALL_GIVE_UP,
         };
         let rooms = Rooms::new("n1".into(), directory, None);
         assert_eq!(rooms.find("r1").await.err(), Some(RoomOpError::unknown_room()));

@@ -63,6 +63,9 @@ pub struct RoomDeps {
     /// How long a room may wait for its start before it closes ([`WAITING_TTL`] by
     /// default), so nobody can hold seats in rooms that never start.
     pub waiting_ttl: Duration,
+    /// How long a room with a lease (cluster mode) stays stalled before it gives itself
+    /// up ([`STALL_GIVE_UP`] by default).
+    pub stall_give_up: Duration,
 }
 
 /// A new room as `POST /api/rooms` asks for it (options already validated).
@@ -86,6 +89,13 @@ pub const RECOVERY_HOLD_MS: i64 = 30_000;
 pub const ENDED_LINGER: Duration = Duration::from_secs(60);
 /// A room not started within this long after its creation closes.
 pub const WAITING_TTL: Duration = Duration::from_secs(30 * 60);
+/// A room with a lease (cluster mode) still stalled this long after its store stopped
+/// answering gives itself up: it stops, and the node's reconciler restores it from its
+/// log with a new lease, connections and actor. A stall normally ends within seconds of
+/// the store coming back; one that does not is stuck on something this actor holds, and
+/// a restore from the log is what a node's death would have done anyway. Longer than
+/// a Redis Cluster's failover and full restart, so those end as plain stalls.
+pub const STALL_GIVE_UP: Duration = Duration::from_secs(30);
 
 /// Messages a room queues before senders get `room_unavailable` (actix's default is 16).
 const ROOM_MAILBOX: usize = 4096;

@@ -59,6 +59,26 @@ impl<G: Game> RoomActor<G> {
         self.resolve_later(ctx);
     }
 
+    /// Another attempt later, unless the room (cluster mode) has been stalled for
+    /// [`RoomDeps::stall_give_up`](super::RoomDeps): then it gives itself up, the way a
+    /// lost lease does, and the node's reconciler restores it from its log with a new
+    /// lease, actor and connections. Whatever kept this actor's attempts failing (an
+    /// outcome it cannot learn, a connection that reaches the wrong server) is not
+    /// carried over, and nothing is lost: what the log holds is the game, and a client
+    /// whose input is pending resends it (deduplicated by `cs` if it was stored). In
+    /// embedded mode nothing would restore the room, so it keeps trying.
+    fn retry_or_give_up(&mut self, ctx: &mut Context<Self>, e: &StoreError) {
+        let stalled_for = self.pipeline.stalled_since.map_or(Duration::ZERO, |t| t.elapsed());
+        if self.pipeline.lease.is_none() || stalled_for < self.deps.stall_give_up {
+            return self.resolve_later(ctx);
+        }
+        error!(room = %self.id, stalled_s = stalled_for.as_secs(), last_error = %e,
+            "room stalled too long: it gives itself up to be restored afresh from its log");
+        self.deps.metrics.stalls_given_up.inc();
+        self.unstall();
+        self.fenced(ctx);
+    }
+
     fn resolve_later(&mut self, ctx: &mut Context<Self>) {
         let wait = self.pipeline.resolve_backoff;
         self.pipeline.resolve_backoff = (self.pipeline.resolve_backoff * 2).min(RESOLVE_MAX);
@@ -85,7 +105,7 @@ impl<G: Game> RoomActor<G> {
                     }
                     Err(e) => {
                         warn!(room = %act.id, error = %e, "append outcome still unknown; retrying");
-                        act.resolve_later(ctx);
+                        act.retry_or_give_up(ctx, &e);
                     }
                 }));
             }
@@ -107,7 +127,7 @@ impl<G: Game> RoomActor<G> {
                     }
                     Err(e) => {
                         warn!(room = %act.id, error = %e, "log not readable yet; retrying");
-                        act.resolve_later(ctx);
+                        act.retry_or_give_up(ctx, &e);
                     }
                 }));
             }
@@ -136,7 +156,7 @@ impl<G: Game> RoomActor<G> {
                 }
                 Err(e) => {
                     warn!(room = %act.id, error = %e, "log entry not readable yet; retrying");
-                    act.resolve_later(ctx);
+                    act.retry_or_give_up(ctx, &e);
                 }
             }
         }));

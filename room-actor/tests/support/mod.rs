@@ -114,6 +114,7 @@ impl Node {
             clock,
             ended_linger: room_actor::room::ENDED_LINGER,
             waiting_ttl: room_actor::room::WAITING_TTL,
+            stall_give_up: room_actor::room::STALL_GIVE_UP,
         };
         Node { store, directory, deps }
     }
