@@ -10,6 +10,8 @@
 //!   stopped first so that the master holds writes the replica does not: the room
 //!   acknowledges nothing meanwhile, the replica is promoted, and no acknowledged action
 //!   is lost or applied twice;
+//! - with `ACK_REPLICAS`, a connection whose `WAIT`s keep counting too few replicas is
+//!   replaced, and reads are confirmed again once the replica is back;
 //! - a busy room's slot, and a node's bus channel slot, moved to another master
 //!   mid-game: play goes on;
 //! - the master of a node's bus channel hung (SIGSTOP: open connections that answer
@@ -118,6 +120,52 @@ async fn a_redis_master_killed_mid_game_with_ack_replicas_loses_no_acknowledged_
     let store = cluster_store(&cluster, &prefix).await;
     table.finish(&store).await;
     assert_eq!(unreplicated, 0, "room 0 acknowledged actions its shard's replica did not hold");
+}
+
+/// Issue 56: with `ACK_REPLICAS`, a connection whose `WAIT`s keep counting too few
+/// replicas is replaced (it may be routed to a server that is no longer the slot's
+/// master, after a full restart); the reads it confirms are refused meanwhile and
+/// confirmed again once the replica is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_ack_connection_whose_waits_keep_counting_too_few_replicas_is_replaced() {
+    use room_actor::RoomStore;
+    let _serial = SERIAL.lock().await;
+    let cluster = tokio::task::block_in_place(OwnRedisCluster::start);
+    let target = cluster.target();
+    let store = RedisStore::connect_to(&target, &prefix("ra"))
+        .await
+        .expect("the test's Redis Cluster")
+        .with_acks(&target, 1, 200)
+        .await
+        .expect("ack connections");
+    let pk = room_actor::keys::game_pk("r_acks", "ab");
+    let read = store.entry(&pk, 1).await;
+    assert!(matches!(read, Ok(None)), "confirmed by the replica: {read:?}");
+    assert_eq!(store.ack_connection_replacements(), 0);
+
+    // The room's replica stops taking the master's writes: every WAIT counts 0.
+    let (master, replica) = cluster.shard_of(cluster.slot("{room:r_acks}"));
+    let replica = replica.expect("the shard has a replica");
+    cluster.signal(replica.port, "STOP");
+    cluster.cli(master.port, &["CLIENT", "KILL", "TYPE", "replica"]).expect("CLIENT KILL");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut refused = 0;
+    while store.ack_connection_replacements() == 0 {
+        assert!(Instant::now() < deadline, "never replaced after {refused} short WAITs");
+        let read = store.entry(&pk, 1).await;
+        let Err(e) = read else { panic!("confirmed without a replica: {read:?}") };
+        assert!(e.to_string().contains("0 of the 1 replicas"), "{e}");
+        refused += 1;
+    }
+    assert!(refused >= 3, "replaced after {refused} short WAITs, before 3 in a row");
+
+    // The replica comes back: reads are confirmed again, on the new connection.
+    cluster.signal(replica.port, "CONT");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.entry(&pk, 1).await.is_err() {
+        assert!(Instant::now() < deadline, "reads never confirmed again after the replica came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -106,6 +106,22 @@ impl ClusterConn {
         self.0.current().number
     }
 
+    /// Replaces the connection although no request on it failed (when [`Replacing`]
+    /// allows it), and raises the alarm: for answers that say it may reach the wrong
+    /// server, such as a `WAIT` that keeps counting fewer replicas than asked for (a
+    /// connection still routed to a master demoted in a full restart would). A new
+    /// connection reads the slot map again; a right one costs a reconnect, once per
+    /// [`TIMEOUT`] at most.
+    pub(crate) fn suspect(&self, why: &str) {
+        self.0.health.alarm();
+        let mut replacing = self.0.replacing.lock().unwrap_or_else(PoisonError::into_inner);
+        if replacing.in_flight.as_ref().is_none_or(tokio::task::AbortHandle::is_finished)
+            && Instant::now() >= replacing.quiet_until
+        {
+            self.0.replace(&mut replacing, why.to_owned());
+        }
+    }
+
     /// `answer`, from `used`; after an error that says the connection may be stuck or
     /// gone, raises the alarm and replaces the connection if [`Replacing`] allows it.
     fn checked<T>(&self, used: &Generation, answer: RedisResult<T>) -> RedisResult<T> {

@@ -175,6 +175,14 @@ impl RedisConn {
         matches!(self, RedisConn::Cluster(_))
     }
 
+    /// The connection's answers suggest it reaches the wrong server: a cluster one is
+    /// replaced ([`ClusterConn::suspect`]); one Redis has only the one server to reach.
+    pub(crate) fn suspect(&self, why: &str) {
+        if let RedisConn::Cluster(conn) = self {
+            conn.suspect(why);
+        }
+    }
+
     /// Independent commands (neither atomic together nor ordered among themselves),
     /// answered in order: one pipeline to a single Redis; on a cluster each goes to its
     /// slot's master, all at once.

@@ -23,7 +23,7 @@ use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;
 use redis::streams::StreamRangeReply;
 use redis::{AsyncCommands, Cmd, RedisError, Script};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -57,16 +57,47 @@ struct Acks {
     replicas: u32,
     timeout_ms: u64,
     conns: std::sync::Arc<[RedisConn]>,
+    /// `WAIT`s in a row that counted too few replicas, per connection.
+    shorts: std::sync::Arc<[AtomicU32]>,
     touch: Script,
 }
 
 /// Connections for writes that wait for replicas.
 const ACK_CONNECTIONS: usize = 4;
 
+/// After this many `WAIT`s in a row on one connection count too few replicas, a Redis
+/// Cluster connection is replaced ([`RedisConn::suspect`]): replicas that are linked
+/// are counted within a `WAIT`'s timeout, so shorts that go on may be a connection that
+/// reaches the wrong server. Replaced or not, the writes keep being refused until the
+/// replicas count (level-triggered: nothing here assumes why).
+const SUSPECT_AFTER_SHORTS: u32 = 3;
+
 impl Acks {
-    fn conn(&self, room: &str) -> RedisConn {
+    fn index(&self, room: &str) -> usize {
         let i = room.bytes().fold(0usize, |h, b| h.wrapping_mul(31).wrapping_add(usize::from(b)));
-        self.conns[i % self.conns.len()].clone()
+        i % self.conns.len()
+    }
+
+    fn conn(&self, room: &str) -> RedisConn {
+        self.conns[self.index(room)].clone()
+    }
+
+    /// A `WAIT` on `room`'s connection counted `got` replicas: whether that is enough.
+    /// Too few [`SUSPECT_AFTER_SHORTS`] times in a row on a connection has it replaced.
+    fn counted(&self, room: &str, got: i64) -> bool {
+        let i = self.index(room);
+        if got >= i64::from(self.replicas) {
+            self.shorts[i].store(0, Ordering::Relaxed);
+            return true;
+        }
+        if self.shorts[i].fetch_add(1, Ordering::Relaxed) + 1 >= SUSPECT_AFTER_SHORTS {
+            self.shorts[i].store(0, Ordering::Relaxed);
+            self.conns[i].suspect(&format!(
+                "{SUSPECT_AFTER_SHORTS} WAITs in a row counted fewer than the {} replicas asked for",
+                self.replicas
+            ));
+        }
+        false
     }
 
     fn wait(&self) -> Cmd {
@@ -212,7 +243,9 @@ impl RedisStore {
         for _ in 0..ACK_CONNECTIONS {
             conns.push(target.connect().await?);
         }
-        let acks = Acks { replicas, timeout_ms: timeout_ms.max(1), conns: conns.into(), touch: Script::new(TOUCH_LUA) };
+        let shorts = (0..ACK_CONNECTIONS).map(|_| AtomicU32::new(0)).collect();
+        let acks =
+            Acks { replicas, timeout_ms: timeout_ms.max(1), conns: conns.into(), shorts, touch: Script::new(TOUCH_LUA) };
         if let Some(appender) = &self.appender {
             // The batches' `WAIT` blocks the connection it is sent on: one of their own.
             let for_short = acks.clone();
@@ -262,7 +295,7 @@ impl RedisStore {
         let mut pipe = redis::pipe();
         pipe.add_command(evalsha(&acks.touch, std::slice::from_ref(&seq), &[])).ignore().add_command(acks.wait());
         let (got,): (i64,) = RedisStore::with_script(&acks.conn(room), TOUCH_LUA, &pipe).await.map_err(unavailable)?;
-        if got < i64::from(acks.replicas) {
+        if !acks.counted(room, got) {
             return Err(StoreError::Unavailable(acks.short("the log read back", got)));
         }
         Ok(())
@@ -275,6 +308,19 @@ impl RedisStore {
     /// The connection, shared with the cluster's membership and leases.
     pub fn connection(&self) -> RedisConn {
         self.conn.clone()
+    }
+
+    /// How many times the connections of replicated acknowledgements were replaced (a
+    /// Redis Cluster's, see [`Acks::counted`]); 0 on one Redis or without `ACK_REPLICAS`.
+    pub fn ack_connection_replacements(&self) -> u64 {
+        let Some(acks) = &self.acks else { return 0 };
+        acks.conns
+            .iter()
+            .map(|conn| match conn {
+                RedisConn::Cluster(cluster) => cluster.replacements(),
+                RedisConn::Single(_) => 0,
+            })
+            .sum()
     }
 
     /// The per-thread connections of the hot path (the bus publisher uses them too).
@@ -448,7 +494,7 @@ impl RedisStore {
                 match RedisStore::with_script(&acks.conn(room), APPEND_LUA, &pipe).await {
                     // Stored on the master, not (yet) on enough replicas: not acknowledged.
                     // The room retries the same entry, which the log then already has.
-                    Ok((got,)) if got < i64::from(acks.replicas) => {
+                    Ok((got,)) if !acks.counted(room, got) => {
                         return Err(StoreError::Unknown(acks.short("the entry", got)));
                     }
                     replicated => replicated.map(|(_,): (i64,)| ()),
@@ -534,7 +580,7 @@ impl RoomStore for RedisStore {
                     pipe.add_command(set).add_command(acks.wait());
                     let (created, got): (Option<String>, i64) =
                         pipe.query_async(&mut acks.conn(&room)).await.map_err(unavailable)?;
-                    if got < i64::from(acks.replicas) {
+                    if !acks.counted(&room, got) {
                         // The game does not start (its pk is never used again).
                         return Err(StoreError::Unavailable(acks.short("the game's start", got)));
                     }
