@@ -11,7 +11,7 @@ use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
 use room_actor::cluster::node::Unready;
 use room_actor::lobby::{self, LobbyFilter};
-use room_actor::spawn::{create_room, initial_info, CreateError, NewRoom};
+use room_actor::spawn::{initial_info, prepare_room, CreateError, NewRoom};
 use room_actor::supervise::Down;
 use room_actor::RoomStatus;
 use serde::Deserialize;
@@ -247,7 +247,11 @@ async fn create(
     };
     match &state.cluster {
         None => {
-            create_room(new, state.room_deps.clone()).map_err(refused)?;
+            // Stored before it is acknowledged, so a restart brings it back even if
+            // nobody else ever sits in it (issue 57).
+            let room = prepare_room(new, state.room_deps.clone()).map_err(refused)?;
+            state.store.put_room(&room.info).await.map_err(|_| ApiError::unavailable())?;
+            room.spawn();
         }
         Some(cluster) => {
             if new.seed.is_some() {

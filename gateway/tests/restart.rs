@@ -371,3 +371,65 @@ async fn reopen(dir: &Path) -> FileStore {
         }
     }
 }
+
+/// What `GET /api/rooms/{room}` says of a waiting room that must survive a restart: its
+/// game, host, seats (bots included), options, status and creation time (the waiting
+/// room's expiry clock runs from it).
+async fn waiting_room(api: &Api, room: &str, token: &str) -> Value {
+    let info = api.get(&format!("/api/rooms/{room}"), token).await;
+    let keep = ["game", "host", "seats", "options", "status", "createdAt", "graceSec"];
+    let kept: serde_json::Map<String, Value> =
+        keep.iter().filter_map(|k| info.get(*k).map(|v| ((*k).to_owned(), v.clone()))).collect();
+    assert_eq!(kept.len(), keep.len(), "the room's info has every field the test compares: {info}");
+    Value::Object(kept)
+}
+
+/// Issue 57: creating a room and taking or giving up a seat are acknowledged only once
+/// they are on disk. Waiting rooms come back after a SIGKILL (right after the last
+/// acknowledgement, no flush) and after a SIGTERM (which tells sockets 1012), with their
+/// host, seats, bots, options and expiry clock, and the game can then be started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_rooms_survive_a_sigkill_and_a_sigterm_of_the_embedded_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut node = start_node(dir.path());
+    let api = Api { http: reqwest::Client::new(), addr: node.addr() };
+    let alice = human(&api, "앨리스").await;
+    let bob = human(&api, "밥").await;
+    let carol = human(&api, "캐럴").await;
+    // Only its host has sat in it.
+    let hg_options = json!({"endMode": "official", "flipSeconds": 3});
+    let body = json!({"game": "halli-galli", "options": hg_options});
+    let alone = api.post("/api/rooms", Some(&alice.token), body).await["roomId"].as_str().unwrap().to_owned();
+    // The host, a player and a bot; a third player sat and left again.
+    let body = json!({"game": "cockroach-poker", "options": {"loseCount": 3, "turnSeconds": 30}});
+    let full = api.post("/api/rooms", Some(&bob.token), body).await["roomId"].as_str().unwrap().to_owned();
+    api.post(&format!("/api/rooms/{full}/seats"), Some(&alice.token), json!({})).await;
+    api.post(&format!("/api/rooms/{full}/seats"), Some(&bob.token), json!({"bot": true})).await;
+    api.post(&format!("/api/rooms/{full}/seats"), Some(&carol.token), json!({})).await;
+    api.call(reqwest::Method::DELETE, &format!("/api/rooms/{full}/seats/me"), Some(&carol.token), None).await;
+    let before = [waiting_room(&api, &alone, &alice.token).await, waiting_room(&api, &full, &bob.token).await];
+    assert_eq!(before[0]["seats"].as_array().map(Vec::len), Some(1), "{}", before[0]);
+    assert_eq!(before[1]["seats"].as_array().map(Vec::len), Some(3), "{}", before[1]);
+
+    // SIGKILL straight after the last acknowledgement.
+    node.kill();
+    let mut node = start_node(dir.path());
+    let api = Api { http: reqwest::Client::new(), addr: node.addr() };
+    let after_kill = [waiting_room(&api, &alone, &alice.token).await, waiting_room(&api, &full, &bob.token).await];
+    assert_eq!(after_kill, before, "waiting rooms as they were acknowledged, after a SIGKILL");
+
+    // SIGTERM: sockets are told 1012, and the rooms come back again.
+    let mut ws = WsClient::connect(node.addr(), &alice.token).await.unwrap();
+    ws.sub(&alone).await;
+    node.signal("TERM");
+    assert_eq!(ws.close_code().await, Some(1012), "a stopping node tells its sockets to come back");
+    assert!(tokio::task::block_in_place(|| node.wait_exit(Duration::from_secs(30))), "the node exits after SIGTERM");
+    let node = start_node(dir.path());
+    let api = Api { http: reqwest::Client::new(), addr: node.addr() };
+    let after_term = [waiting_room(&api, &alone, &alice.token).await, waiting_room(&api, &full, &bob.token).await];
+    assert_eq!(after_term, before, "waiting rooms as they were acknowledged, after a SIGTERM");
+
+    // The restored room plays: its host starts it with the seats it had.
+    let started = api.post(&format!("/api/rooms/{full}/start"), Some(&bob.token), json!({})).await;
+    assert!(started["gamePk"].is_string(), "{started}");
+}

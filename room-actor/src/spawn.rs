@@ -28,13 +28,27 @@ pub struct NewRoom {
     pub seed: Option<Seed>,
 }
 
-struct SpawnVisitor {
+/// A new room built but not running yet: its info, to store before the room is
+/// acknowledged (the embedded node), then [`Prepared::spawn`].
+pub struct Prepared {
+    pub info: RoomInfo,
+    start: Box<dyn FnOnce() -> RoomHandle>,
+}
+
+impl Prepared {
+    /// Starts the room's actor on the current arbiter.
+    pub fn spawn(self) -> RoomHandle {
+        (self.start)()
+    }
+}
+
+struct PrepareVisitor {
     new: NewRoom,
     deps: RoomDeps,
 }
 
-impl GameVisitor for SpawnVisitor {
-    type Output = Result<RoomHandle, CreateError>;
+impl GameVisitor for PrepareVisitor {
+    type Output = Result<Prepared, CreateError>;
 
     fn visit<G: Game>(self) -> Self::Output {
         let opts = options::parse::<G>(self.new.options.as_ref())?;
@@ -48,7 +62,8 @@ impl GameVisitor for SpawnVisitor {
             grace_sec: self.new.grace_sec,
             seed: self.new.seed,
         };
-        Ok(RoomActor::<G>::new(spec, self.deps).spawn())
+        let room = RoomActor::<G>::new(spec, self.deps);
+        Ok(Prepared { info: room.info(), start: Box::new(move || room.spawn()) })
     }
 }
 
@@ -93,8 +108,13 @@ pub fn initial_info(new: &NewRoom, node: &str, now: i64) -> Result<RoomInfo, Cre
         .unwrap_or_else(|| Err(CreateError::UnknownGame(new.game.clone())))
 }
 
+/// Validates the options and builds the room (not started: see [`Prepared`]).
+pub fn prepare_room(new: NewRoom, deps: RoomDeps) -> Result<Prepared, CreateError> {
+    let game = new.game.clone();
+    registry::visit(&game, PrepareVisitor { new, deps }).unwrap_or(Err(CreateError::UnknownGame(game)))
+}
+
 /// Validates the options and starts the room's actor on the current arbiter.
 pub fn create_room(new: NewRoom, deps: RoomDeps) -> Result<RoomHandle, CreateError> {
-    let game = new.game.clone();
-    registry::visit(&game, SpawnVisitor { new, deps }).unwrap_or(Err(CreateError::UnknownGame(game)))
+    prepare_room(new, deps).map(Prepared::spawn)
 }

@@ -187,9 +187,11 @@ impl<G: Game> Handler<Kick> for RoomActor<G> {
                 || (matches!(self.phase, Phase::Waiting) && !self.lobby.starting))
         {
             // The seat goes exactly as if they had left (a forfeit or a spent grace in a
-            // running game); that also saves the info with the kicked list.
-            let left = <Self as Handler<LeaveSeat>>::handle(self, LeaveSeat { user: msg.user }, ctx);
-            return left.or_else(|_| Ok(self.info()));
+            // running game); that also saves the info with the kicked list. The leave is
+            // done when `handle` returns (its future only waits for the save): the
+            // operator is answered either way, as before.
+            drop(<Self as Handler<LeaveSeat>>::handle(self, LeaveSeat { user: msg.user }, ctx));
+            return Ok(self.info());
         }
         self.publish_info();
         Ok(self.info())

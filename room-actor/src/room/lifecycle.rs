@@ -132,7 +132,7 @@ impl<G: Game> RoomActor<G> {
         handle
     }
 
-    pub(super) fn info(&self) -> RoomInfo {
+    pub(crate) fn info(&self) -> RoomInfo {
         let range = G::players_for(&self.config.options);
         let (status, game_pk) = match &self.phase {
             Phase::Waiting if self.admin.closed => (RoomStatus::Ended, None),
@@ -176,24 +176,35 @@ impl<G: Game> RoomActor<G> {
         info
     }
 
-    /// Saves `info` in the store without waiting, so that another node can restore the
-    /// room (cluster mode); the store keeps the order of writes from one room.
-    fn save_info(&self, info: &RoomInfo, failed: &'static str) {
+    /// Saves `info` in the store without holding the room up, so that the room comes
+    /// back after a restart (the file store) or on another node (cluster mode); the store
+    /// keeps the order of writes from one room. An answer that acknowledges the change
+    /// awaits the returned [`InfoSaved`] first.
+    pub(super) fn save_info(&self, info: &RoomInfo, failed: &'static str) -> InfoSaved {
         let save = self.deps.store.put_room(info);
         let room = self.id.clone();
+        let (saved, done) = tokio::sync::oneshot::channel();
         actix::spawn(async move {
-            if let Err(e) = save.await {
-                warn!(room = %room, error = %e, "{failed}");
-            }
+            let stored = match save.await {
+                Ok(()) => true,
+                Err(e) => {
+                    warn!(room = %room, error = %e, "{failed}");
+                    false
+                }
+            };
+            let _ = saved.send(stored);
         });
+        InfoSaved(done)
     }
 
-    pub(super) fn publish_info(&mut self) {
+    /// Tells every watcher the room's new info and saves it (see [`Self::save_info`]).
+    pub(super) fn publish_info(&mut self) -> InfoSaved {
         let info = self.info();
         let text: ByteString = wire::room_info(&self.id, &info).into();
-        self.save_info(&info, "room info not saved");
+        let saved = self.save_info(&info, "room info not saved");
         self.deps.directory.update(info);
         self.send_all(|_| text.clone());
+        saved
     }
 
     /// Every watcher is told to resubscribe (the new owner will answer; `room_moved`,
@@ -351,5 +362,23 @@ impl<G: Game> Mailbox for Addr<RoomActor<G>> {
     }
     fn inspect(&self) -> Recipient<Inspect> {
         self.clone().recipient()
+    }
+}
+
+/// A save of the room's info in flight ([`RoomActor::save_info`]).
+pub(super) struct InfoSaved(tokio::sync::oneshot::Receiver<bool>);
+
+impl InfoSaved {
+    /// `answer` once the info is stored: what is acknowledged (a room made, a seat taken
+    /// or given up) is on disk, or in Redis, before the client hears it. A store that
+    /// failed answers `room_unavailable`; the change stays in the room, which saves it
+    /// again with its next change, and the client's retry finds it made.
+    pub(super) fn then_answer<T: Send + 'static>(self, answer: T) -> ResponseFuture<Result<T, RoomOpError>> {
+        Box::pin(async move {
+            match self.0.await {
+                Ok(true) => Ok(answer),
+                _ => Err(RoomOpError::unavailable()),
+            }
+        })
     }
 }

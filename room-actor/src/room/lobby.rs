@@ -2,6 +2,7 @@
 //! stored before the room plays).
 
 use super::input::INTERNAL_REASON;
+use super::lifecycle::InfoSaved;
 use super::{Phase, RoomActor, Running};
 use crate::dedupe::AppliedCs;
 use crate::directory::RoomInfo;
@@ -63,9 +64,18 @@ impl<G: Game> RoomActor<G> {
 }
 
 impl<G: Game> Handler<TakeSeat> for RoomActor<G> {
-    type Result = Result<RoomInfo, RoomOpError>;
+    type Result = ResponseFuture<Result<RoomInfo, RoomOpError>>;
 
     fn handle(&mut self, msg: TakeSeat, _ctx: &mut Context<Self>) -> Self::Result {
+        match self.take_seat(msg) {
+            Ok(saved) => saved.then_answer(self.info()),
+            Err(e) => Box::pin(fut::ready(Err(e))),
+        }
+    }
+}
+
+impl<G: Game> RoomActor<G> {
+    fn take_seat(&mut self, msg: TakeSeat) -> Result<InfoSaved, RoomOpError> {
         if !self.seats_open() || self.admin.closed {
             return Err(NOT_WAITING);
         }
@@ -97,17 +107,17 @@ impl<G: Game> Handler<TakeSeat> for RoomActor<G> {
             }
             self.lobby.seats.push(Seat { user: msg.user, name: msg.name, bot: false });
         }
-        self.publish_info();
-        Ok(self.info())
+        Ok(self.publish_info())
     }
 }
 
 impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
-    type Result = Result<RoomInfo, RoomOpError>;
+    type Result = ResponseFuture<Result<RoomInfo, RoomOpError>>;
 
     fn handle(&mut self, msg: LeaveSeat, ctx: &mut Context<Self>) -> Self::Result {
+        let refuse = |e: RoomOpError| -> Self::Result { Box::pin(fut::ready(Err(e))) };
         if !self.is_seated(&msg.user) || self.is_bot(&msg.user) {
-            return Err(RoomOpError::new(409, "not_seated", "이 방에 앉아 있지 않아요"));
+            return refuse(RoomOpError::new(409, "not_seated", "이 방에 앉아 있지 않아요"));
         }
         match &self.phase {
             Phase::Waiting if !self.lobby.starting => {
@@ -116,17 +126,18 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
                     match self.lobby.seats.iter().find(|s| !s.bot) {
                         Some(next) => self.lobby.host = next.user.clone(),
                         None => {
-                            // Nobody left but bots: the room closes.
+                            // Nobody left but bots: the room closes, and is stored as
+                            // ended so that no restart brings it back.
                             let info = self.info();
+                            let saved = self.save_info(&self.ended_info(), "closed room not saved as ended");
                             ctx.stop();
-                            return Ok(info);
+                            return saved.then_answer(info);
                         }
                     }
                 }
-                self.publish_info();
-                Ok(self.info())
+                self.publish_info().then_answer(self.info())
             }
-            Phase::Playing(_) if self.pipeline.busy() => Err(RoomOpError::unavailable()),
+            Phase::Playing(_) if self.pipeline.busy() => refuse(RoomOpError::unavailable()),
             Phase::Playing(run) => {
                 match G::on_leave(&run.state, &msg.user) {
                     Some(input) => {
@@ -144,17 +155,26 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
                         self.rearm(ctx);
                     }
                 }
-                Ok(self.info())
+                Box::pin(fut::ready(Ok(self.info())))
             }
-            _ => Err(NOT_WAITING),
+            _ => refuse(NOT_WAITING),
         }
     }
 }
 
 impl<G: Game> Handler<RemoveSeat> for RoomActor<G> {
-    type Result = Result<RoomInfo, RoomOpError>;
+    type Result = ResponseFuture<Result<RoomInfo, RoomOpError>>;
 
     fn handle(&mut self, msg: RemoveSeat, _ctx: &mut Context<Self>) -> Self::Result {
+        match self.remove_seat(msg) {
+            Ok(saved) => saved.then_answer(self.info()),
+            Err(e) => Box::pin(fut::ready(Err(e))),
+        }
+    }
+}
+
+impl<G: Game> RoomActor<G> {
+    fn remove_seat(&mut self, msg: RemoveSeat) -> Result<InfoSaved, RoomOpError> {
         if msg.by != self.lobby.host {
             return Err(NOT_HOST);
         }
@@ -182,8 +202,7 @@ impl<G: Game> Handler<RemoveSeat> for RoomActor<G> {
         for sub in self.audience.subs.values().filter(|s| s.user == msg.user) {
             Self::send(&sub.out, text.clone());
         }
-        self.publish_info();
-        Ok(self.info())
+        Ok(self.publish_info())
     }
 }
 
