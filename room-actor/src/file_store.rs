@@ -22,6 +22,7 @@ use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, Sto
 use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -39,7 +40,11 @@ const DB_SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
 /// Calls committed together at most (one transaction, one fsync).
 pub const MAX_BATCH: usize = 512;
 /// The schema this build writes; a database of a newer schema is refused at start.
-const SCHEMA_VERSION: i64 = 1;
+/// Version 2 no longer keeps `games.last_seq` (a game's last seq is its log's highest,
+/// read once and then kept by the store thread): a version-1 database is upgraded in place
+/// by recording the new version, and a roomd that knows only version 1 refuses it rather
+/// than trust a stale `last_seq`.
+const SCHEMA_VERSION: i64 = 2;
 /// How often finished games past the retention are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
@@ -372,6 +377,12 @@ fn open_checked(file: &Path, existed: bool) -> Result<Connection, OpenError> {
         Some(Ok(found)) if found > SCHEMA_VERSION => {
             return Err(OpenError::NewerSchema { file: file.to_owned(), found, known: SCHEMA_VERSION });
         }
+        Some(Ok(found)) if found < SCHEMA_VERSION => {
+            // 1 → 2 changes no data (see SCHEMA_VERSION).
+            conn.execute("UPDATE meta SET value = ?1 WHERE key = 'schema'", params![SCHEMA_VERSION.to_string()])
+                .map_err(classify)?;
+            info!(file = %file.display(), from = found, to = SCHEMA_VERSION, "file store upgraded in place");
+        }
         Some(Ok(_)) => {}
         Some(Err(e)) => return Err(corrupt(&format!("schema version: {e}"))),
     }
@@ -387,19 +398,20 @@ struct Thread {
 
 /// The store thread: batches, purges on schedule, exits when every handle is dropped.
 fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, retention: Duration, state: Thread) {
-    let purge = |conn: &mut Connection| {
+    let mut seqs = Seqs::default();
+    let purge = |conn: &mut Connection, seqs: &mut Seqs| {
         let before = now_ms() - retention.as_millis() as i64;
         let (reply, _) = oneshot::channel();
-        commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state);
+        commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state, seqs);
     };
-    purge(&mut conn);
+    purge(&mut conn, &mut seqs);
     let mut next_purge = Instant::now() + PURGE_EVERY;
     loop {
         let wait = next_purge.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                purge(&mut conn);
+                purge(&mut conn, &mut seqs);
                 next_purge = Instant::now() + PURGE_EVERY;
                 continue;
             }
@@ -412,13 +424,67 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, retention: Duration, state
                 Err(_) => break,
             }
         }
-        commit_batch(&mut conn, batch, &state);
+        commit_batch(&mut conn, batch, &state, &mut seqs);
     }
     info!(file = %state.file.display(), "file store closed");
 }
 
+/// The last seq of each running game the store thread has appended to or read: the
+/// sequence check of an append without a read. A game's entry is read from the log
+/// once (its highest seq) and dropped when the game is finished or purged.
+#[derive(Default)]
+struct Seqs {
+    last: HashMap<String, u64>,
+}
+
+/// [`Seqs`] as one batch sees it: its own changes first, then what was committed. The
+/// batch's changes reach [`Seqs`] only once it committed; a batch rolled back leaves
+/// it as it was.
+struct BatchSeqs<'a> {
+    committed: &'a Seqs,
+    changed: HashMap<String, Option<u64>>,
+}
+
+impl BatchSeqs<'_> {
+    /// The last seq of `pk`'s log, `None` when no such game is stored.
+    fn last(&self, tx: &Transaction<'_>, pk: &str) -> Result<Option<u64>, rusqlite::Error> {
+        let known = match self.changed.get(pk) {
+            Some(changed) => *changed,
+            None => self.committed.last.get(pk).copied(),
+        };
+        if let Some(last) = known {
+            return Ok(Some(last));
+        }
+        let mut stmt = tx.prepare_cached("SELECT (SELECT max(seq) FROM entries WHERE pk = ?1) FROM games WHERE pk = ?1")?;
+        let found: Option<Option<i64>> = stmt.query_row(params![pk], |r| r.get(0)).optional()?;
+        Ok(found.map(|max| max.map_or(0, |m| u64::try_from(m).unwrap_or(0))))
+    }
+
+    /// `pk`'s last seq is `last` from now on; `None`: no longer kept (read again if
+    /// needed).
+    fn set(&mut self, pk: &str, last: Option<u64>) {
+        self.changed.insert(pk.to_owned(), last);
+    }
+
+    /// The changes of a batch that committed.
+    fn into_changes(self) -> HashMap<String, Option<u64>> {
+        self.changed
+    }
+}
+
+impl Seqs {
+    fn apply(&mut self, changes: HashMap<String, Option<u64>>) {
+        for (pk, last) in changes {
+            match last {
+                Some(last) => self.last.insert(pk, last),
+                None => self.last.remove(&pk),
+            };
+        }
+    }
+}
+
 /// Runs `batch` in one transaction and answers every call after the commit.
-fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread) {
+fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, seqs: &mut Seqs) {
     let file = &state.file;
     let healthy = &state.healthy;
     let fail_all = |batch: Vec<Job>, e: &rusqlite::Error| {
@@ -436,8 +502,9 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread) {
     };
     let mut outs = Vec::with_capacity(batch.len());
     let mut failed = None;
+    let mut batch_seqs = BatchSeqs { committed: seqs, changed: HashMap::new() };
     for job in &batch {
-        match apply(&tx, &job.op) {
+        match apply(&tx, &job.op, &mut batch_seqs) {
             Ok(out) => outs.push(Ok(out)),
             Err(Fail::Refused(e)) => outs.push(Err(e)),
             Err(Fail::Db(e)) => {
@@ -458,11 +525,13 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread) {
         error!(file = %file.display(), error = %e, "store write failed; batch rolled back, calls refused");
         return fail_all(batch, &e);
     }
+    let changes = batch_seqs.into_changes();
     if let Err(e) = tx.commit() {
         healthy.store(false, Ordering::Relaxed);
         error!(file = %file.display(), error = %e, "store commit failed; batch rolled back, calls refused");
         return fail_all(batch, &e);
     }
+    seqs.apply(changes);
     if !healthy.swap(true, Ordering::Relaxed) {
         info!(file = %file.display(), "store writes succeed again");
     }
@@ -475,55 +544,61 @@ fn no_game(pk: &str) -> Fail {
     Fail::Refused(StoreError::Corrupt(format!("no game {pk}")))
 }
 
-fn apply(tx: &Transaction<'_>, op: &Op) -> Result<Out, Fail> {
+/// Runs one call inside the batch's transaction. The statements of the hot path
+/// (appends, snapshots, room info) are compiled once per connection (`prepare_cached`).
+fn apply(tx: &Transaction<'_>, op: &Op, seqs: &mut BatchSeqs<'_>) -> Result<Out, Fail> {
     match op {
         Op::Begin { pk, start } => {
-            let inserted = tx.execute("INSERT OR IGNORE INTO games (pk, start) VALUES (?1, ?2)", params![pk, start])?;
+            let inserted = tx
+                .prepare_cached("INSERT OR IGNORE INTO games (pk, start) VALUES (?1, ?2)")?
+                .execute(params![pk, start])?;
             if inserted == 0 {
                 return Err(StoreError::Conflict { game_pk: pk.clone(), expected: 0, got: 0 }.into());
             }
+            seqs.set(pk, Some(0));
             Ok(Out::Done)
         }
         Op::Append { pk, seq, body } => {
-            let last: Option<i64> =
-                tx.query_row("SELECT last_seq FROM games WHERE pk = ?1", params![pk], |r| r.get(0)).optional()?;
-            let Some(last) = last else { return Err(no_game(pk)) };
-            let expected = last as u64 + 1;
+            let Some(last) = seqs.last(tx, pk)? else { return Err(no_game(pk)) };
+            let expected = last + 1;
             if *seq != expected {
                 return Err(StoreError::Conflict { game_pk: pk.clone(), expected, got: *seq }.into());
             }
-            tx.execute("INSERT INTO entries (pk, seq, body) VALUES (?1, ?2, ?3)", params![pk, *seq as i64, body])?;
-            tx.execute("UPDATE games SET last_seq = ?2 WHERE pk = ?1", params![pk, *seq as i64])?;
+            let at = i64::try_from(*seq).map_err(|_| StoreError::Corrupt(format!("seq {seq} out of range")))?;
+            tx.prepare_cached("INSERT INTO entries (pk, seq, body) VALUES (?1, ?2, ?3)")?.execute(params![pk, at, body])?;
+            seqs.set(pk, Some(*seq));
             Ok(Out::Done)
         }
         Op::Snapshot { pk, body } => {
-            if tx.execute("UPDATE games SET snapshot = ?2 WHERE pk = ?1", params![pk, body])? == 0 {
+            if tx.prepare_cached("UPDATE games SET snapshot = ?2 WHERE pk = ?1")?.execute(params![pk, body])? == 0 {
                 return Err(no_game(pk));
             }
             Ok(Out::Done)
         }
         Op::Finish { pk, ended_at, players, body } => {
-            if tx.execute("UPDATE games SET record = ?2, ended_at = ?3 WHERE pk = ?1", params![pk, body, ended_at])?
+            if tx
+                .prepare_cached("UPDATE games SET record = ?2, ended_at = ?3 WHERE pk = ?1")?
+                .execute(params![pk, body, ended_at])?
                 == 0
             {
                 return Err(no_game(pk));
             }
+            let mut index = tx.prepare_cached("INSERT OR IGNORE INTO user_games (player, ended_at, pk) VALUES (?1, ?2, ?3)")?;
             for player in players {
-                tx.execute(
-                    "INSERT OR IGNORE INTO user_games (player, ended_at, pk) VALUES (?1, ?2, ?3)",
-                    params![player.as_str(), ended_at, pk],
-                )?;
+                index.execute(params![player.as_str(), ended_at, pk])?;
             }
+            // A finished game takes no more appends: its seq need not be kept.
+            seqs.set(pk, None);
             Ok(Out::Done)
         }
         Op::PutRoom { id, json, open, now } => {
             let ended_at = (!open).then_some(*now);
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO rooms (id, info, open, ended_at) VALUES (?1, ?2, ?3, ?4)
                  ON CONFLICT(id) DO UPDATE SET info = excluded.info, open = excluded.open,
                      ended_at = coalesce(rooms.ended_at, excluded.ended_at)",
-                params![id, json, open, ended_at],
-            )?;
+            )?
+            .execute(params![id, json, open, ended_at])?;
             Ok(Out::Done)
         }
         Op::Room { id } => {

@@ -287,3 +287,141 @@ async fn the_data_directory_and_its_files_are_private_to_their_owner() {
     assert_eq!(mode(&wal(&old)), "600");
     assert!(store.room("r_old").await.unwrap().is_some());
 }
+
+/// The schema-1 data directory of `tests/fixtures/file_store_v1` (see its README), copied
+/// into a fresh directory.
+fn schema_1_copy() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/file_store_v1").join(DB_FILE);
+    std::fs::copy(fixture, dir.path().join(DB_FILE)).unwrap();
+    dir
+}
+
+const V1_DONE: &str = "r_v1done.5f3d8f29663bf7d4";
+const V1_RUNNING: &str = "r_v1run.dc511638d2b2d76c";
+
+/// Issue 57: a data directory written by the schema-1 store opens with today's, which
+/// upgrades it in place and keeps every game, record, replay and open room; a running
+/// game's appends go on from its stored seq (read from its log: schema 2 keeps no
+/// `last_seq`), before and after the store is opened again.
+#[actix::test]
+async fn a_schema_1_data_directory_is_upgraded_in_place_and_keeps_every_game_record_and_replay() {
+    let dir = schema_1_copy();
+    let store = FileStore::open(dir.path(), 36_500).expect("a schema-1 directory opens");
+
+    let mut open: Vec<(String, usize)> =
+        store.open_rooms().await.unwrap().into_iter().map(|r| (r.room_id, r.seats.len())).collect();
+    open.sort();
+    assert_eq!(open, vec![("r_v1run".to_owned(), 2), ("r_v1wait".to_owned(), 2)]);
+    let done = store.load(V1_DONE).await.unwrap().expect("the finished game");
+    assert_eq!(done.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
+    assert!(done.snapshot.is_some(), "its snapshot is kept");
+    let record = store.record(V1_DONE).await.unwrap().expect("its record");
+    assert_eq!(record.final_seq, 10);
+    let mine = store.games_of(&PlayerId::from("bob"), None, 10).await.unwrap();
+    assert_eq!(mine.iter().map(|r| r.game_pk.as_str()).collect::<Vec<_>>(), vec![V1_DONE], "bob's games");
+    let replay = room_actor::replay::build_any(&done, &record, &PlayerId::from("alice")).expect("its replay");
+    assert_eq!(replay.scenes, 11, "the deal and ten bumps");
+
+    let running = store.load(V1_RUNNING).await.unwrap().expect("the running game");
+    assert_eq!(running.entries.len(), 3);
+    let conflict = store.append(V1_RUNNING, entry(3)).await;
+    assert!(matches!(conflict, Err(room_actor::StoreError::Conflict { expected: 4, .. })), "{conflict:?}");
+    store.append(V1_RUNNING, entry(4)).await.expect("the next seq of the stored log");
+    drop(store);
+
+    let store = reopen(dir.path()).await;
+    let conflict = store.append(V1_RUNNING, entry(4)).await;
+    assert!(matches!(conflict, Err(room_actor::StoreError::Conflict { expected: 5, .. })), "{conflict:?}");
+    store.append(V1_RUNNING, entry(5)).await.expect("appends go on after a restart");
+    drop(store);
+    let _ = reopen(dir.path()).await;
+    let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    let schema: String = conn.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0)).unwrap();
+    assert_eq!(schema, "2", "upgraded in place");
+}
+
+/// A data directory of a schema this roomd does not know is refused with "run a newer
+/// roomd", and left as it was.
+#[actix::test]
+async fn a_data_directory_of_a_newer_schema_is_refused_and_left_alone() {
+    let dir = schema_1_copy();
+    {
+        let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+        conn.execute("UPDATE meta SET value = '99' WHERE key = 'schema'", []).unwrap();
+    }
+    let refused = FileStore::open(dir.path(), 36_500).err().expect("refused");
+    assert!(matches!(refused, OpenError::NewerSchema { found: 99, .. }), "{refused:?}");
+    assert!(refused.to_string().contains("newer roomd"), "{refused}");
+    let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
+    let schema: String = conn.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0)).unwrap();
+    assert_eq!(schema, "99");
+}
+
+/// The seqs of `pk`'s log in the store copied into `dir`, opened as roomd would at start.
+async fn seqs_after_crash(dir: &Path, pk: &str) -> Vec<u64> {
+    let store = FileStore::open(dir, 36_500).unwrap_or_else(|e| panic!("a torn tail must not stop the start: {e}"));
+    let seqs = store.load(pk).await.unwrap().expect("the game").entries.iter().map(|e| e.seq).collect();
+    drop(store);
+    seqs
+}
+
+/// Issue 57: a crash in the middle of the last group commit. The store's files are
+/// copied while it runs, then its write-ahead log is cut at a sample of byte offsets
+/// inside the last commits (and, once, one byte of it is changed): every copy opens,
+/// holds every entry acknowledged before the cut commits, and a log that is a clean
+/// prefix (the torn tail is dropped, never read as entries).
+#[actix::test]
+async fn a_torn_last_commit_is_dropped_and_every_acknowledged_entry_before_it_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal_name = format!("{DB_FILE}-wal");
+    let store = FileStore::open(dir.path(), 36_500).unwrap();
+    let pk = game_pk("r_torn", "01");
+    store.begin(start(&pk)).await.unwrap();
+    for seq in 1..=20 {
+        store.append(&pk, entry(seq)).await.unwrap();
+    }
+    let wal_before = std::fs::metadata(dir.path().join(&wal_name)).unwrap().len() as usize;
+    // The last group: ten appends issued at once.
+    let last: Vec<_> = (21..=30).map(|seq| store.append(&pk, entry(seq))).collect();
+    for appended in futures_util::future::join_all(last).await {
+        appended.unwrap();
+    }
+    let db = std::fs::read(dir.path().join(DB_FILE)).unwrap();
+    let wal = std::fs::read(dir.path().join(&wal_name)).unwrap();
+    assert!(wal.len() > wal_before, "the last commits are in the write-ahead log ({} bytes)", wal.len());
+
+    let crash = |wal: &[u8]| {
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::write(copy.path().join(DB_FILE), &db).unwrap();
+        std::fs::write(copy.path().join(&wal_name), wal).unwrap();
+        copy
+    };
+    let step = ((wal.len() - wal_before) / 40).max(1);
+    let mut cuts: Vec<usize> = (wal_before..wal.len()).step_by(step).collect();
+    cuts.extend([wal.len() - 1, wal.len()]);
+    let mut kept_at_cut = Vec::new();
+    for cut in cuts {
+        let copy = crash(&wal[..cut]);
+        let seqs = seqs_after_crash(copy.path(), &pk).await;
+        let kept = seqs.len() as u64;
+        assert_eq!(seqs, (1..=kept).collect::<Vec<_>>(), "cut at {cut}: the log is a clean prefix");
+        assert!(kept >= 20, "cut at {cut}: only {kept} entries, 20 were acknowledged before the last commits");
+        if cut == wal.len() {
+            assert_eq!(kept, 30, "the whole log keeps every entry");
+        }
+        kept_at_cut.push(kept);
+    }
+    assert!(kept_at_cut.windows(2).all(|w| w[0] <= w[1]), "a longer log never keeps fewer entries: {kept_at_cut:?}");
+    assert!(kept_at_cut[0] < 30, "a cut inside the last commits drops them: {kept_at_cut:?}");
+
+    // One byte of the last commit changed (a torn sector rather than a short file).
+    let mut flipped = wal.clone();
+    let at = wal.len() - 100;
+    flipped[at] ^= 0xff;
+    let copy = crash(&flipped);
+    let seqs = seqs_after_crash(copy.path(), &pk).await;
+    assert!(seqs.len() >= 20 && seqs.len() < 30, "a damaged last commit is dropped, not read: {seqs:?}");
+    assert_eq!(seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    drop(store);
+}
