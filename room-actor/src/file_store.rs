@@ -41,10 +41,12 @@ const DB_SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
 pub const MAX_BATCH: usize = 512;
 /// The schema this build writes; a database of a newer schema is refused at start.
 /// Version 2 no longer keeps `games.last_seq` (a game's last seq is its log's highest,
-/// read once and then kept by the store thread): a version-1 database is upgraded in place
-/// by recording the new version, and a roomd that knows only version 1 refuses it rather
-/// than trust a stale `last_seq`.
-const SCHEMA_VERSION: i64 = 2;
+/// read once and then kept by the store thread). Version 3 appends a running game's
+/// entries to the `log` table and moves them to `entries` when the game finishes (see
+/// [`Running`]). Older databases are upgraded in place (the `log` table is created;
+/// no data changes), and a roomd that knows only an older version refuses a newer one
+/// rather than misread it.
+const SCHEMA_VERSION: i64 = 3;
 /// How often finished games past the retention are deleted.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
@@ -65,6 +67,12 @@ CREATE TABLE IF NOT EXISTS entries (
     body BLOB NOT NULL,
     PRIMARY KEY (pk, seq)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS log (
+    id INTEGER PRIMARY KEY,
+    pk TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS rooms (
     id TEXT PRIMARY KEY,
     info TEXT NOT NULL,
@@ -184,6 +192,7 @@ impl FileStore {
             create_private_file(&file).map_err(|e| OpenError::Open { file: file.clone(), reason: e.to_string() })?;
         }
         let conn = open_checked(&file, existed)?;
+        let running = Running::load(&conn).map_err(|e| OpenError::Corrupt { file: file.clone(), reason: e.to_string() })?;
         let retention = Duration::from_secs(u64::from(retention_days) * 24 * 3600);
         let (tx, rx) = mpsc::channel::<Job>();
         let healthy = Arc::new(AtomicBool::new(true));
@@ -191,7 +200,7 @@ impl FileStore {
         let state = Thread { healthy: healthy.clone(), fail_commits: fail_commits.clone(), file: file.clone() };
         std::thread::Builder::new()
             .name("roomd-store".into())
-            .spawn(move || run(conn, rx, retention, state))
+            .spawn(move || run(conn, running, rx, retention, state))
             .map_err(OpenError::Thread)?;
         info!(file = %file.display(), existed, "file store open");
         Ok(FileStore { tx, file: Arc::new(file), healthy, fail_commits })
@@ -397,9 +406,8 @@ struct Thread {
 }
 
 /// The store thread: batches, purges on schedule, exits when every handle is dropped.
-fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, retention: Duration, state: Thread) {
-    let mut seqs = Seqs::default();
-    let purge = |conn: &mut Connection, seqs: &mut Seqs| {
+fn run(mut conn: Connection, mut seqs: Running, rx: mpsc::Receiver<Job>, retention: Duration, state: Thread) {
+    let purge = |conn: &mut Connection, seqs: &mut Running| {
         let before = now_ms() - retention.as_millis() as i64;
         let (reply, _) = oneshot::channel();
         commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state, seqs);
@@ -429,62 +437,126 @@ fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, retention: Duration, state
     info!(file = %state.file.display(), "file store closed");
 }
 
-/// The last seq of each running game the store thread has appended to or read: the
-/// sequence check of an append without a read. A game's entry is read from the log
-/// once (its highest seq) and dropped when the game is finished or purged.
+/// What the store thread keeps of the running games: each one's last seq (the sequence
+/// check of an append reads nothing) and the rows of the `log` table that hold its
+/// entries (a running game's entries are appended there, in rowid order and without a
+/// secondary index, so a commit writes the table's last pages instead of one page per
+/// game; `Finish` moves them to `entries`, keyed by game). Rebuilt at open from the `log`
+/// table; a game whose entries are all in `entries` (finished, or written by schema 2)
+/// has its last seq read from there once.
 #[derive(Default)]
-struct Seqs {
+struct Running {
     last: HashMap<String, u64>,
+    rows: HashMap<String, Vec<i64>>,
 }
 
-/// [`Seqs`] as one batch sees it: its own changes first, then what was committed. The
-/// batch's changes reach [`Seqs`] only once it committed; a batch rolled back leaves
-/// it as it was.
+impl Running {
+    /// Reads the `log` table (open): every running game's rows and last seq.
+    fn load(conn: &Connection) -> Result<Running, rusqlite::Error> {
+        let mut running = Running::default();
+        let mut stmt = conn.prepare("SELECT id, pk, seq FROM log ORDER BY id")?;
+        let mut rows = stmt.query([])?;
+        while let Some(row) = rows.next()? {
+            let (id, pk, seq): (i64, String, i64) = (row.get(0)?, row.get(1)?, row.get(2)?);
+            let seq = u64::try_from(seq).unwrap_or(0);
+            let last = running.last.entry(pk.clone()).or_insert(0);
+            *last = (*last).max(seq);
+            running.rows.entry(pk).or_default().push(id);
+        }
+        Ok(running)
+    }
+
+    fn apply(&mut self, changes: BatchChanges) {
+        for (pk, last) in changes.last {
+            match last {
+                Some(last) => self.last.insert(pk, last),
+                None => self.last.remove(&pk),
+            };
+        }
+        for (pk, id) in changes.rows {
+            self.rows.entry(pk).or_default().push(id);
+        }
+        for pk in changes.moved {
+            self.rows.remove(&pk);
+        }
+    }
+}
+
+/// [`Running`] as one batch sees it: its own changes first, then what was committed.
+/// The batch's changes reach [`Running`] only once it committed; a batch rolled back
+/// leaves it as it was.
 struct BatchSeqs<'a> {
-    committed: &'a Seqs,
-    changed: HashMap<String, Option<u64>>,
+    committed: &'a Running,
+    changes: BatchChanges,
+}
+
+#[derive(Default)]
+struct BatchChanges {
+    /// Last seqs set (`None`: no longer kept, read again if needed).
+    last: HashMap<String, Option<u64>>,
+    /// `log` rows added, in order.
+    rows: Vec<(String, i64)>,
+    /// Games whose `log` rows moved to `entries`.
+    moved: Vec<String>,
 }
 
 impl BatchSeqs<'_> {
     /// The last seq of `pk`'s log, `None` when no such game is stored.
     fn last(&self, tx: &Transaction<'_>, pk: &str) -> Result<Option<u64>, rusqlite::Error> {
-        let known = match self.changed.get(pk) {
+        let known = match self.changes.last.get(pk) {
             Some(changed) => *changed,
             None => self.committed.last.get(pk).copied(),
         };
         if let Some(last) = known {
             return Ok(Some(last));
         }
+        // Not running here since the store opened (its `log` rows, if any, would be
+        // known): its entries are all in `entries`.
         let mut stmt = tx.prepare_cached("SELECT (SELECT max(seq) FROM entries WHERE pk = ?1) FROM games WHERE pk = ?1")?;
         let found: Option<Option<i64>> = stmt.query_row(params![pk], |r| r.get(0)).optional()?;
         Ok(found.map(|max| max.map_or(0, |m| u64::try_from(m).unwrap_or(0))))
     }
 
-    /// `pk`'s last seq is `last` from now on; `None`: no longer kept (read again if
-    /// needed).
+    /// `pk`'s last seq is `last` from now on; `None`: no longer kept.
     fn set(&mut self, pk: &str, last: Option<u64>) {
-        self.changed.insert(pk.to_owned(), last);
+        self.changes.last.insert(pk.to_owned(), last);
     }
 
-    /// The changes of a batch that committed.
-    fn into_changes(self) -> HashMap<String, Option<u64>> {
-        self.changed
+    /// A `log` row of `pk` was added.
+    fn added(&mut self, pk: &str, id: i64) {
+        self.changes.rows.push((pk.to_owned(), id));
+    }
+
+    /// `pk`'s `log` rows as this batch sees them, in order.
+    fn rows(&self, pk: &str) -> Vec<i64> {
+        if self.changes.moved.iter().any(|m| m == pk) {
+            return Vec::new();
+        }
+        let mut rows = self.committed.rows.get(pk).cloned().unwrap_or_default();
+        rows.extend(self.changes.rows.iter().filter(|(p, _)| p == pk).map(|(_, id)| *id));
+        rows
+    }
+
+    /// `pk`'s `log` rows were moved to `entries`.
+    fn moved(&mut self, pk: &str) {
+        self.changes.rows.retain(|(p, _)| p != pk);
+        self.changes.moved.push(pk.to_owned());
     }
 }
 
-impl Seqs {
-    fn apply(&mut self, changes: HashMap<String, Option<u64>>) {
-        for (pk, last) in changes {
-            match last {
-                Some(last) => self.last.insert(pk, last),
-                None => self.last.remove(&pk),
-            };
-        }
+/// Reads the `log` rows `ids` (a running game's entries).
+fn log_rows(tx: &Transaction<'_>, ids: &[i64]) -> Result<Vec<LogEntry>, Fail> {
+    let mut stmt = tx.prepare_cached("SELECT body FROM log WHERE id = ?1")?;
+    let mut entries = Vec::with_capacity(ids.len());
+    for id in ids {
+        let body: Vec<u8> = stmt.query_row(params![id], |r| r.get(0))?;
+        entries.push(decode::<LogEntry>(&body)?);
     }
+    Ok(entries)
 }
 
 /// Runs `batch` in one transaction and answers every call after the commit.
-fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, seqs: &mut Seqs) {
+fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, seqs: &mut Running) {
     let file = &state.file;
     let healthy = &state.healthy;
     let fail_all = |batch: Vec<Job>, e: &rusqlite::Error| {
@@ -502,7 +574,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, seqs: &m
     };
     let mut outs = Vec::with_capacity(batch.len());
     let mut failed = None;
-    let mut batch_seqs = BatchSeqs { committed: seqs, changed: HashMap::new() };
+    let mut batch_seqs = BatchSeqs { committed: seqs, changes: BatchChanges::default() };
     for job in &batch {
         match apply(&tx, &job.op, &mut batch_seqs) {
             Ok(out) => outs.push(Ok(out)),
@@ -525,7 +597,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, seqs: &m
         error!(file = %file.display(), error = %e, "store write failed; batch rolled back, calls refused");
         return fail_all(batch, &e);
     }
-    let changes = batch_seqs.into_changes();
+    let changes = batch_seqs.changes;
     if let Err(e) = tx.commit() {
         healthy.store(false, Ordering::Relaxed);
         error!(file = %file.display(), error = %e, "store commit failed; batch rolled back, calls refused");
@@ -565,8 +637,9 @@ fn apply(tx: &Transaction<'_>, op: &Op, seqs: &mut BatchSeqs<'_>) -> Result<Out,
                 return Err(StoreError::Conflict { game_pk: pk.clone(), expected, got: *seq }.into());
             }
             let at = i64::try_from(*seq).map_err(|_| StoreError::Corrupt(format!("seq {seq} out of range")))?;
-            tx.prepare_cached("INSERT INTO entries (pk, seq, body) VALUES (?1, ?2, ?3)")?.execute(params![pk, at, body])?;
+            let id = tx.prepare_cached("INSERT INTO log (pk, seq, body) VALUES (?1, ?2, ?3)")?.insert(params![pk, at, body])?;
             seqs.set(pk, Some(*seq));
+            seqs.added(pk, id);
             Ok(Out::Done)
         }
         Op::Snapshot { pk, body } => {
@@ -587,7 +660,17 @@ fn apply(tx: &Transaction<'_>, op: &Op, seqs: &mut BatchSeqs<'_>) -> Result<Out,
             for player in players {
                 index.execute(params![player.as_str(), ended_at, pk])?;
             }
-            // A finished game takes no more appends: its seq need not be kept.
+            // A finished game takes no more appends: its entries move from `log` to
+            // `entries` (one game's rows together: its replay reads one range), and its
+            // seq need not be kept.
+            let ids = seqs.rows(pk);
+            let mut copy = tx.prepare_cached("INSERT INTO entries (pk, seq, body) SELECT pk, seq, body FROM log WHERE id = ?1")?;
+            let mut delete = tx.prepare_cached("DELETE FROM log WHERE id = ?1")?;
+            for id in &ids {
+                copy.execute(params![id])?;
+                delete.execute(params![id])?;
+            }
+            seqs.moved(pk);
             seqs.set(pk, None);
             Ok(Out::Done)
         }
@@ -627,7 +710,11 @@ fn apply(tx: &Transaction<'_>, op: &Op, seqs: &mut BatchSeqs<'_>) -> Result<Out,
             let Some((start, snapshot)) = row else { return Ok(Out::Game(None)) };
             let mut stmt = tx.prepare_cached("SELECT body FROM entries WHERE pk = ?1 ORDER BY seq")?;
             let bodies = stmt.query_map(params![pk], |r| r.get::<_, Vec<u8>>(0))?.collect::<Result<Vec<_>, _>>()?;
-            let entries = bodies.iter().map(|b| decode::<LogEntry>(b)).collect::<Result<Vec<_>, _>>()?;
+            let mut entries = bodies.iter().map(|b| decode::<LogEntry>(b)).collect::<Result<Vec<_>, _>>()?;
+            // A running game's entries are in `log` (after any a schema-2 store wrote
+            // to `entries` before the upgrade).
+            entries.extend(log_rows(tx, &seqs.rows(pk))?);
+            entries.sort_by_key(|e| e.seq);
             Ok(Out::Game(Some(StoredGame {
                 start: decode::<StartEntry>(&start)?,
                 snapshot: snapshot.as_deref().map(decode::<Snapshot>).transpose()?,

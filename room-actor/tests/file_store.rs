@@ -303,7 +303,7 @@ const V1_RUNNING: &str = "r_v1run.dc511638d2b2d76c";
 /// Issue 57: a data directory written by the schema-1 store opens with today's, which
 /// upgrades it in place and keeps every game, record, replay and open room; a running
 /// game's appends go on from its stored seq (read from its log: schema 2 keeps no
-/// `last_seq`), before and after the store is opened again.
+/// `last_seq`), before and after the store is opened again, and the game finishes.
 #[actix::test]
 async fn a_schema_1_data_directory_is_upgraded_in_place_and_keeps_every_game_record_and_replay() {
     let dir = schema_1_copy();
@@ -316,11 +316,11 @@ async fn a_schema_1_data_directory_is_upgraded_in_place_and_keeps_every_game_rec
     let done = store.load(V1_DONE).await.unwrap().expect("the finished game");
     assert_eq!(done.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), (1..=10).collect::<Vec<_>>());
     assert!(done.snapshot.is_some(), "its snapshot is kept");
-    let record = store.record(V1_DONE).await.unwrap().expect("its record");
-    assert_eq!(record.final_seq, 10);
+    let done_record = store.record(V1_DONE).await.unwrap().expect("its record");
+    assert_eq!(done_record.final_seq, 10);
     let mine = store.games_of(&PlayerId::from("bob"), None, 10).await.unwrap();
     assert_eq!(mine.iter().map(|r| r.game_pk.as_str()).collect::<Vec<_>>(), vec![V1_DONE], "bob's games");
-    let replay = room_actor::replay::build_any(&done, &record, &PlayerId::from("alice")).expect("its replay");
+    let replay = room_actor::replay::build_any(&done, &done_record, &PlayerId::from("alice")).expect("its replay");
     assert_eq!(replay.scenes, 11, "the deal and ten bumps");
 
     let running = store.load(V1_RUNNING).await.unwrap().expect("the running game");
@@ -334,11 +334,17 @@ async fn a_schema_1_data_directory_is_upgraded_in_place_and_keeps_every_game_rec
     let conflict = store.append(V1_RUNNING, entry(4)).await;
     assert!(matches!(conflict, Err(room_actor::StoreError::Conflict { expected: 5, .. })), "{conflict:?}");
     store.append(V1_RUNNING, entry(5)).await.expect("appends go on after a restart");
+    let seqs: Vec<u64> = store.load(V1_RUNNING).await.unwrap().unwrap().entries.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5], "the schema-1 entries, then the new ones");
+    // Finished: its whole log is kept in one place, and reads the same.
+    store.finish(record(V1_RUNNING, 1_796_000_000_000)).await.unwrap();
+    let seqs: Vec<u64> = store.load(V1_RUNNING).await.unwrap().unwrap().entries.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2, 3, 4, 5], "a finished game's log");
     drop(store);
     let _ = reopen(dir.path()).await;
     let conn = rusqlite::Connection::open(dir.path().join(DB_FILE)).unwrap();
     let schema: String = conn.query_row("SELECT value FROM meta WHERE key = 'schema'", [], |r| r.get(0)).unwrap();
-    assert_eq!(schema, "2", "upgraded in place");
+    assert_eq!(schema, "3", "upgraded in place");
 }
 
 /// A data directory of a schema this roomd does not know is refused with "run a newer
