@@ -269,6 +269,7 @@ impl<G: Game> RoomActor<G> {
         run.state = applied.state;
         run.rng = rng;
         run.seq = entry.seq;
+        self.timers.table = (entry.seq, entry.at);
         if let (GameActor::Player(p), Some(cs)) = (&entry.actor, entry.cs) {
             run.applied.insert(p, cs, entry.seq);
         }
