@@ -7,10 +7,16 @@
 //! I/O error) every call of the batch fails with `StoreError::Unavailable` and nothing of
 //! it is stored.
 //!
+//! A busy store waits up to [`COMMIT_WINDOW`] for more calls before it commits, so a
+//! commit's fixed cost is shared. A running game's entries are appended to the `log`
+//! table and moved to `entries` when it ends ([`Running`]). The write-ahead log is
+//! copied into the database by a checkpointer of its own, never by a commit
+//! ([`CHECKPOINT_AT`]).
+//!
 //! Values are the same versioned bincode as in the other stores (`log::encode`); room
 //! info is JSON, as in Redis. Finished games are deleted `retention_days` after they
-//! ended (checked at start and every hour). The database is opened with an exclusive
-//! lock: a second roomd on the same directory refuses to start.
+//! ended (checked at start and every hour). The data directory is locked
+//! ([`LOCK_FILE`]): a second roomd on the same directory refuses to start.
 //!
 //! The directory holds every game's seed (and, on an embedded node without a configured
 //! secret, the token secret): it is made private to roomd's user, 0700 with its files
@@ -19,6 +25,7 @@
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
+use crate::pace::Pace;
 use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;
 use rusqlite::{params, Connection, ErrorCode, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};
@@ -34,11 +41,29 @@ use tracing::{error, info, warn};
 
 /// The database file inside the data directory.
 pub const DB_FILE: &str = "roomd.sqlite3";
-/// The files SQLite keeps beside the database: its write-ahead log, the log's index (not
-/// used with an exclusive lock, but an older run may have left one) and a rollback journal.
+/// The files SQLite keeps beside the database: its write-ahead log, the log's index and
+/// a rollback journal (an older run may have left one).
 const DB_SIDE_FILES: [&str; 3] = ["-wal", "-shm", "-journal"];
+/// The file whose lock keeps a data directory to one roomd at a time (held by the store
+/// thread; the kernel lets it go when the process dies).
+pub const LOCK_FILE: &str = "roomd.lock";
+/// The checkpointer copies the write-ahead log into the database once it holds this
+/// much, on a connection and thread of its own (`PASSIVE`: commits go on meanwhile), so
+/// no commit ever waits for a checkpoint (SQLite's automatic one runs inside a commit and
+/// held the whole store up for 100-200 ms every few seconds under load).
+const CHECKPOINT_AT: u64 = 4 << 20;
+/// How often the checkpointer looks at the log's size.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// Calls committed together at most (one transaction, one fsync).
 pub const MAX_BATCH: usize = 512;
+/// The longest a busy store waits after a call for more to commit with it, and how
+/// many more it waits for ([`Pace`]): a commit costs about 100 µs of CPU whatever it
+/// holds (the fsync, SQLite's commit), an entry in it a few, so at a few thousand
+/// appends a second commits of one or two entries cost the node more than all its rooms
+/// (measured: `benches/README.md`, "The file store"). A queue too quiet to bring two more
+/// calls within the window never waits.
+pub const COMMIT_WINDOW: Duration = Duration::from_millis(3);
+pub const COMMIT_ARRIVALS: f64 = 10.0;
 /// The schema this build writes; a database of a newer schema is refused at start.
 /// Version 2 no longer keeps `games.last_seq` (a game's last seq is its log's highest,
 /// read once and then kept by the store thread). Version 3 appends a running game's
@@ -191,8 +216,10 @@ impl FileStore {
             // the database's mode: created here 0600 first, both stay private.
             create_private_file(&file).map_err(|e| OpenError::Open { file: file.clone(), reason: e.to_string() })?;
         }
+        let lock = lock_dir(dir, &file)?;
         let conn = open_checked(&file, existed)?;
         let running = Running::load(&conn).map_err(|e| OpenError::Corrupt { file: file.clone(), reason: e.to_string() })?;
+        let checkpoints = start_checkpointer(&file)?;
         let retention = Duration::from_secs(u64::from(retention_days) * 24 * 3600);
         let (tx, rx) = mpsc::channel::<Job>();
         let healthy = Arc::new(AtomicBool::new(true));
@@ -200,7 +227,12 @@ impl FileStore {
         let state = Thread { healthy: healthy.clone(), fail_commits: fail_commits.clone(), file: file.clone() };
         std::thread::Builder::new()
             .name("roomd-store".into())
-            .spawn(move || run(conn, running, rx, retention, state))
+            .spawn(move || {
+                run(conn, running, rx, retention, state);
+                // The checkpointer stops, then the directory is free for another roomd.
+                checkpoints.stop();
+                drop(lock);
+            })
             .map_err(OpenError::Thread)?;
         info!(file = %file.display(), existed, "file store open");
         Ok(FileStore { tx, file: Arc::new(file), healthy, fail_commits })
@@ -338,7 +370,70 @@ fn done(out: Out) -> Option<()> {
     matches!(out, Out::Done).then_some(())
 }
 
-/// Opens the database exclusively, sets durability, checks its integrity and schema.
+/// Takes the data directory's lock ([`LOCK_FILE`]): `Locked` while another roomd (or
+/// a store of this process not yet closed) holds it.
+fn lock_dir(dir: &Path, file: &Path) -> Result<std::fs::File, OpenError> {
+    let path = dir.join(LOCK_FILE);
+    let open_err = |e: std::io::Error| OpenError::Open { file: path.clone(), reason: e.to_string() };
+    let mut options = std::fs::OpenOptions::new();
+    options.create(true).truncate(false).read(true).write(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let lock = options.open(&path).map_err(open_err)?;
+    match lock.try_lock() {
+        Ok(()) => Ok(lock),
+        Err(std::fs::TryLockError::WouldBlock) => Err(OpenError::Locked {
+            file: file.to_owned(),
+            reason: format!("{} is locked: another roomd uses this data directory", path.display()),
+        }),
+        Err(std::fs::TryLockError::Error(e)) => Err(open_err(e)),
+    }
+}
+
+/// The checkpointer thread: [`Checkpointer::stop`] ends it.
+struct Checkpointer {
+    stop: mpsc::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Checkpointer {
+    /// Stops the thread and waits until its connection is closed.
+    fn stop(self) {
+        drop(self.stop);
+        let _ = self.thread.join();
+    }
+}
+
+/// Starts the checkpointer (see [`CHECKPOINT_AT`]).
+fn start_checkpointer(file: &Path) -> Result<Checkpointer, OpenError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(file, flags)
+        .map_err(|e| OpenError::Open { file: file.to_owned(), reason: e.to_string() })?;
+    let wal = PathBuf::from(format!("{}-wal", file.display()));
+    let (stop, stopped) = mpsc::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("roomd-checkpoint".into())
+        .spawn(move || {
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
+                if std::fs::metadata(&wal).map_or(0, |m| m.len()) < CHECKPOINT_AT {
+                    continue;
+                }
+                let started = Instant::now();
+                match conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                    Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+                }) {
+                    Ok((_, frames, copied)) => {
+                        tracing::debug!(frames, copied, took_ms = started.elapsed().as_millis() as u64, "WAL checkpoint");
+                    }
+                    Err(e) => warn!(error = %e, "WAL checkpoint failed; tried again later"),
+                }
+            }
+        })
+        .map_err(OpenError::Thread)?;
+    Ok(Checkpointer { stop, thread })
+}
+
+/// Opens the database, sets durability, checks its integrity and schema.
 fn open_checked(file: &Path, existed: bool) -> Result<Connection, OpenError> {
     let corrupt = |e: &dyn std::fmt::Display| OpenError::Corrupt { file: file.to_owned(), reason: e.to_string() };
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -351,15 +446,19 @@ fn open_checked(file: &Path, existed: bool) -> Result<Connection, OpenError> {
         }
         _ => OpenError::Open { file: file.to_owned(), reason: e.to_string() },
     };
-    // Exclusive before the first access: no shared-memory index, and no other process
-    // can open the database while this one runs.
-    conn.pragma_update(None, "locking_mode", "EXCLUSIVE").map_err(classify)?;
+    // One roomd per directory is the lock file's job ([`lock_dir`]); the database is
+    // shared with the checkpointer's connection, which copies the log into it off the
+    // commit path, so commits never checkpoint themselves.
     let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0)).map_err(classify)?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(OpenError::Open { file: file.to_owned(), reason: format!("journal mode {mode}, not wal") });
     }
     // FULL in WAL mode: every commit fsyncs the WAL before it returns.
     conn.pragma_update(None, "synchronous", "FULL").map_err(classify)?;
+    conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(classify)?;
+    // Once a checkpoint is complete, the log restarts from its beginning: this caps the
+    // file it leaves behind.
+    conn.pragma_update(None, "journal_size_limit", CHECKPOINT_AT as i64 * 2).map_err(classify)?;
     let check: String = conn.query_row("PRAGMA quick_check", [], |r| r.get(0)).map_err(classify)?;
     if check != "ok" {
         return Err(corrupt(&format!("integrity check: {check}")));
@@ -414,6 +513,7 @@ fn run(mut conn: Connection, mut seqs: Running, rx: mpsc::Receiver<Job>, retenti
     };
     purge(&mut conn, &mut seqs);
     let mut next_purge = Instant::now() + PURGE_EVERY;
+    let mut pace = Pace::gathering(COMMIT_WINDOW, COMMIT_ARRIVALS);
     loop {
         let wait = next_purge.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
@@ -425,14 +525,22 @@ fn run(mut conn: Connection, mut seqs: Running, rx: mpsc::Receiver<Job>, retenti
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
+        let taken = Instant::now();
+        let wait = pace.wait(taken);
         let mut batch = vec![first];
-        while batch.len() < MAX_BATCH {
-            match rx.try_recv() {
-                Ok(job) => batch.push(job),
-                Err(_) => break,
-            }
+        batch.extend(rx.try_iter().take(MAX_BATCH - 1));
+        if let Some(wait) = wait.filter(|_| batch.len() < MAX_BATCH) {
+            // A busy store waits for more calls to commit with these (see COMMIT_WINDOW).
+            // It sleeps rather than waits on the channel: a thread blocked on a channel
+            // is woken by every call sent to it, two context switches per call on the
+            // node's busy core, which cost more than the commit saved (measured).
+            std::thread::sleep(wait);
+            let room = MAX_BATCH.saturating_sub(batch.len());
+            batch.extend(rx.try_iter().take(room));
         }
+        pace.cut(batch.len());
         commit_batch(&mut conn, batch, &state, &mut seqs);
+        pace.done(Instant::now());
     }
     info!(file = %state.file.display(), "file store closed");
 }

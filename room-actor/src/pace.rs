@@ -54,6 +54,9 @@ pub const WAIT_ARRIVALS: f64 = 5.0;
 #[derive(Debug)]
 pub struct Pace {
     window: Duration,
+    /// How many more arrivals a batch waits for ([`WAIT_ARRIVALS`] unless
+    /// [`Pace::gathering`] said otherwise).
+    arrivals: f64,
     /// Items per second, recently.
     rate: f64,
     /// When the previous batch's first item was taken.
@@ -67,7 +70,18 @@ pub struct Pace {
 impl Pace {
     /// A queue that waits at most `window` (zero: never).
     pub fn new(window: Duration) -> Pace {
-        Pace { window, rate: 0.0, last_taken: None, last_items: 0, free_since: Instant::now() }
+        Pace::gathering(window, WAIT_ARRIVALS)
+    }
+
+    /// A queue that waits at most `window` for `arrivals` more items (the file store's
+    /// commits, whose fixed cost per commit is far above a Redis round trip's).
+    pub fn gathering(window: Duration, arrivals: f64) -> Pace {
+        Pace { window, arrivals, rate: 0.0, last_taken: None, last_items: 0, free_since: Instant::now() }
+    }
+
+    /// How many more arrivals a batch waits for.
+    pub fn arrivals(&self) -> f64 {
+        self.arrivals
     }
 
     /// How long a batch whose first item was taken at `taken` waits for more: as long as
@@ -91,7 +105,7 @@ impl Pace {
             return None;
         }
         let busy = taken.saturating_duration_since(self.free_since) < self.window;
-        busy.then(|| Duration::from_secs_f64(WAIT_ARRIVALS / self.rate).min(self.window))
+        busy.then(|| Duration::from_secs_f64(self.arrivals / self.rate).min(self.window))
     }
 
     /// Counts the batch cut: `items` in all, its first included (what arrived one by one:
