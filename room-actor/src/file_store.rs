@@ -60,7 +60,7 @@ pub const MAX_BATCH: usize = 512;
 /// many more it waits for ([`Pace`]): a commit costs about 100 µs of CPU whatever it
 /// holds (the fsync, SQLite's commit), an entry in it a few, so at a few thousand
 /// appends a second commits of one or two entries cost the node more than all its rooms
-/// (measured: `benches/README.md`, "The file store"). A queue too quiet to bring two more
+/// (measured: `benches/README.md`, "The file store at memory speed"). A queue too quiet to bring two more
 /// calls within the window never waits.
 pub const COMMIT_WINDOW: Duration = Duration::from_millis(3);
 pub const COMMIT_ARRIVALS: f64 = 10.0;
@@ -218,7 +218,8 @@ impl FileStore {
         }
         let lock = lock_dir(dir, &file)?;
         let conn = open_checked(&file, existed)?;
-        let running = Running::load(&conn).map_err(|e| OpenError::Corrupt { file: file.clone(), reason: e.to_string() })?;
+        let running =
+            Running::load(&conn).map_err(|e| OpenError::Corrupt { file: file.clone(), reason: e.to_string() })?;
         let checkpoints = start_checkpointer(&file)?;
         let retention = Duration::from_secs(u64::from(retention_days) * 24 * 3600);
         let (tx, rx) = mpsc::channel::<Job>();
@@ -423,7 +424,12 @@ fn start_checkpointer(file: &Path) -> Result<Checkpointer, OpenError> {
                     Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
                 }) {
                     Ok((_, frames, copied)) => {
-                        tracing::debug!(frames, copied, took_ms = started.elapsed().as_millis() as u64, "WAL checkpoint");
+                        tracing::debug!(
+                            frames,
+                            copied,
+                            took_ms = started.elapsed().as_millis() as u64,
+                            "WAL checkpoint"
+                        );
                     }
                     Err(e) => warn!(error = %e, "WAL checkpoint failed; tried again later"),
                 }
@@ -620,7 +626,8 @@ impl BatchSeqs<'_> {
         }
         // Not running here since the store opened (its `log` rows, if any, would be
         // known): its entries are all in `entries`.
-        let mut stmt = tx.prepare_cached("SELECT (SELECT max(seq) FROM entries WHERE pk = ?1) FROM games WHERE pk = ?1")?;
+        let mut stmt =
+            tx.prepare_cached("SELECT (SELECT max(seq) FROM entries WHERE pk = ?1) FROM games WHERE pk = ?1")?;
         let found: Option<Option<i64>> = stmt.query_row(params![pk], |r| r.get(0)).optional()?;
         Ok(found.map(|max| max.map_or(0, |m| u64::try_from(m).unwrap_or(0))))
     }
@@ -745,7 +752,9 @@ fn apply(tx: &Transaction<'_>, op: &Op, seqs: &mut BatchSeqs<'_>) -> Result<Out,
                 return Err(StoreError::Conflict { game_pk: pk.clone(), expected, got: *seq }.into());
             }
             let at = i64::try_from(*seq).map_err(|_| StoreError::Corrupt(format!("seq {seq} out of range")))?;
-            let id = tx.prepare_cached("INSERT INTO log (pk, seq, body) VALUES (?1, ?2, ?3)")?.insert(params![pk, at, body])?;
+            let id = tx
+                .prepare_cached("INSERT INTO log (pk, seq, body) VALUES (?1, ?2, ?3)")?
+                .insert(params![pk, at, body])?;
             seqs.set(pk, Some(*seq));
             seqs.added(pk, id);
             Ok(Out::Done)
@@ -764,7 +773,8 @@ fn apply(tx: &Transaction<'_>, op: &Op, seqs: &mut BatchSeqs<'_>) -> Result<Out,
             {
                 return Err(no_game(pk));
             }
-            let mut index = tx.prepare_cached("INSERT OR IGNORE INTO user_games (player, ended_at, pk) VALUES (?1, ?2, ?3)")?;
+            let mut index =
+                tx.prepare_cached("INSERT OR IGNORE INTO user_games (player, ended_at, pk) VALUES (?1, ?2, ?3)")?;
             for player in players {
                 index.execute(params![player.as_str(), ended_at, pk])?;
             }
@@ -772,7 +782,8 @@ fn apply(tx: &Transaction<'_>, op: &Op, seqs: &mut BatchSeqs<'_>) -> Result<Out,
             // `entries` (one game's rows together: its replay reads one range), and its
             // seq need not be kept.
             let ids = seqs.rows(pk);
-            let mut copy = tx.prepare_cached("INSERT INTO entries (pk, seq, body) SELECT pk, seq, body FROM log WHERE id = ?1")?;
+            let mut copy =
+                tx.prepare_cached("INSERT INTO entries (pk, seq, body) SELECT pk, seq, body FROM log WHERE id = ?1")?;
             let mut delete = tx.prepare_cached("DELETE FROM log WHERE id = ?1")?;
             for id in &ids {
                 copy.execute(params![id])?;

@@ -244,8 +244,13 @@ impl RedisStore {
             conns.push(target.connect().await?);
         }
         let shorts = (0..ACK_CONNECTIONS).map(|_| AtomicU32::new(0)).collect();
-        let acks =
-            Acks { replicas, timeout_ms: timeout_ms.max(1), conns: conns.into(), shorts, touch: Script::new(TOUCH_LUA) };
+        let acks = Acks {
+            replicas,
+            timeout_ms: timeout_ms.max(1),
+            conns: conns.into(),
+            shorts,
+            touch: Script::new(TOUCH_LUA),
+        };
         if let Some(appender) = &self.appender {
             // The batches' `WAIT` blocks the connection it is sent on: one of their own.
             let for_short = acks.clone();

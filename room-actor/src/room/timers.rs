@@ -123,7 +123,11 @@ impl<G: Game> Handler<BotWake> for RoomActor<G> {
         let valid = |input: &InputOf<G>| G::validate(&run.state, &actor, input, &Ctx { now, rtt_ms: None }).is_ok();
         let woken: Woken<G> = if planned.seq == run.seq {
             // The table it decided on: the move is played if it still holds.
-            if valid(&planned.input) { Woken::Play(planned.input) } else { Woken::Nothing }
+            if valid(&planned.input) {
+                Woken::Play(planned.input)
+            } else {
+                Woken::Nothing
+            }
         } else {
             // The table changed since the bot decided: it decides again on the table as
             // it is, and acts only once its reaction time has passed since that table
