@@ -63,23 +63,18 @@ async fn rings_at(level: BotLevel, name: &str) -> Rings {
             };
             let after = entry.at - changed_at;
             let view = HalliGalli::view(before, Some(bot), &ViewCtx { now: entry.at, rtt: None });
-            if sees_five(&view) {
-                rings.correct += 1;
-                rings.fastest_correct = rings.fastest_correct.min(after);
-                assert!(
-                    after >= react_min,
-                    "{name} bot {bot} rang a five {after} ms after the table changed (seq {}; its least is {react_min} ms)",
-                    entry.seq
-                );
+            let (count, fastest, least, what) = if sees_five(&view) {
+                (&mut rings.correct, &mut rings.fastest_correct, react_min, "a five")
             } else {
-                rings.wrong += 1;
-                rings.fastest_wrong = rings.fastest_wrong.min(after);
-                assert!(
-                    after >= MISTAKE_MIN_MS,
-                    "{name} bot {bot} rang wrongly {after} ms after the table changed (seq {}; its least is {MISTAKE_MIN_MS} ms)",
-                    entry.seq
-                );
-            }
+                (&mut rings.wrong, &mut rings.fastest_wrong, MISTAKE_MIN_MS, "wrongly")
+            };
+            *count += 1;
+            *fastest = (*fastest).min(after);
+            assert!(
+                after >= least,
+                "{name} bot {bot} rang {what} {after} ms after the table changed (seq {}; its least is {least} ms)",
+                entry.seq
+            );
         }
     }
     println!(

@@ -7,12 +7,12 @@ mod support;
 
 use engine::Seed;
 use room_actor::cluster::failover::FailoverMetrics;
-use room_actor::cluster::node::{ClusterConfig, ClusterNode};
+use room_actor::cluster::node::ClusterNode;
 use room_actor::messages::Start;
 use room_actor::{Directory, RedisStore, RoomStore};
 use serde_json::json;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const ENTRIES: u64 = 5_000;
 
@@ -49,15 +49,7 @@ async fn a_room_with_a_5000_entry_log_resumes_from_its_snapshot_quickly() {
     let mut deps = first.deps.clone();
     deps.directory = Arc::new(Directory::new());
     deps.node_id = "n2".into();
-    let config = ClusterConfig {
-        node_id: "n2".into(),
-        redis: room_actor::redis_conn::RedisTarget::Single(url.clone()),
-        prefix: prefix.clone(),
-        lease_ms: 3000,
-        heartbeat_ms: 500,
-        batch_window: Duration::ZERO,
-        peer: None,
-    };
+    let config = support::cluster_config("n2", &url, &prefix);
     let second = ClusterNode::new(config, (*store).clone(), deps, FailoverMetrics::new().unwrap()).unwrap();
     let claimed = Instant::now();
     let handle = second.activate("r_long").await.unwrap().expect("the room is restored on n2");

@@ -10,7 +10,7 @@ mod support;
 
 use engine::Seed;
 use room_actor::cluster::failover::FailoverMetrics;
-use room_actor::cluster::node::{ClusterConfig, ClusterNode};
+use room_actor::cluster::node::ClusterNode;
 use room_actor::error::StoreError;
 use room_actor::info::RoomInfo;
 use room_actor::log::{GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
@@ -127,15 +127,7 @@ async fn a_cluster_room_stalled_past_the_bound_gives_itself_up_and_is_restored_f
     deps.node_id = "n1".into();
     deps.stall_give_up = Duration::from_secs(2);
     let metrics = deps.metrics.clone();
-    let config = ClusterConfig {
-        node_id: "n1".into(),
-        redis: room_actor::redis_conn::RedisTarget::Single(url.clone()),
-        prefix: prefix.clone(),
-        lease_ms: 3000,
-        heartbeat_ms: 500,
-        batch_window: Duration::ZERO,
-        peer: None,
-    };
+    let config = support::cluster_config("n1", &url, &prefix);
     let node = ClusterNode::new(config, store.clone(), deps.clone(), FailoverMetrics::new().unwrap()).unwrap();
     let supervisor = Arc::new(Supervisor::new(|task, ended| panic!("core task {task} cannot run: {ended:?}")).unwrap());
     node.run(None, &supervisor);

@@ -143,3 +143,17 @@ pub async fn seat(room: &RoomHandle, user: &str) {
 pub async fn add_bot(room: &RoomHandle, host: &str) {
     room.take_seat().send(TakeSeat { user: host.into(), name: String::new(), bot: true }).await.unwrap().unwrap();
 }
+
+/// A cluster node's config for tests on one Redis at `url`: node `id`, keys under
+/// `prefix`, a 3 s lease and 500 ms heartbeats, no batch window, no peer links.
+pub fn cluster_config(id: &str, url: &str, prefix: &str) -> room_actor::cluster::node::ClusterConfig {
+    room_actor::cluster::node::ClusterConfig {
+        node_id: id.into(),
+        redis: room_actor::redis_conn::RedisTarget::Single(url.to_owned()),
+        prefix: prefix.to_owned(),
+        lease_ms: 3000,
+        heartbeat_ms: 500,
+        batch_window: Duration::ZERO,
+        peer: None,
+    }
+}
