@@ -511,13 +511,13 @@ struct Thread {
 }
 
 /// The store thread: batches, purges on schedule, exits when every handle is dropped.
-fn run(mut conn: Connection, mut seqs: Running, rx: mpsc::Receiver<Job>, retention: Duration, state: Thread) {
-    let purge = |conn: &mut Connection, seqs: &mut Running| {
+fn run(mut conn: Connection, mut running: Running, rx: mpsc::Receiver<Job>, retention: Duration, state: Thread) {
+    let purge = |conn: &mut Connection, running: &mut Running| {
         let before = now_ms() - retention.as_millis() as i64;
         let (reply, _) = oneshot::channel();
-        commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state, seqs);
+        commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state, running);
     };
-    purge(&mut conn, &mut seqs);
+    purge(&mut conn, &mut running);
     let mut next_purge = Instant::now() + PURGE_EVERY;
     let mut pace = Pace::gathering(COMMIT_WINDOW, COMMIT_ARRIVALS);
     loop {
@@ -525,7 +525,7 @@ fn run(mut conn: Connection, mut seqs: Running, rx: mpsc::Receiver<Job>, retenti
         let first = match rx.recv_timeout(wait) {
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                purge(&mut conn, &mut seqs);
+                purge(&mut conn, &mut running);
                 next_purge = Instant::now() + PURGE_EVERY;
                 continue;
             }
@@ -545,7 +545,7 @@ fn run(mut conn: Connection, mut seqs: Running, rx: mpsc::Receiver<Job>, retenti
             batch.extend(rx.try_iter().take(room));
         }
         pace.cut(batch.len());
-        commit_batch(&mut conn, batch, &state, &mut seqs);
+        commit_batch(&mut conn, batch, &state, &mut running);
         pace.done(Instant::now());
     }
     info!(file = %state.file.display(), "file store closed");
@@ -671,7 +671,7 @@ fn log_rows(tx: &Transaction<'_>, ids: &[i64]) -> Result<Vec<LogEntry>, Fail> {
 }
 
 /// Runs `batch` in one transaction and answers every call after the commit.
-fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, seqs: &mut Running) {
+fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, running: &mut Running) {
     let file = &state.file;
     let healthy = &state.healthy;
     let fail_all = |batch: Vec<Job>, e: &rusqlite::Error| {
@@ -689,7 +689,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, seqs: &m
     };
     let mut outs = Vec::with_capacity(batch.len());
     let mut failed = None;
-    let mut batch_seqs = BatchSeqs { committed: seqs, changes: BatchChanges::default() };
+    let mut batch_seqs = BatchSeqs { committed: running, changes: BatchChanges::default() };
     for job in &batch {
         match apply(&tx, &job.op, &mut batch_seqs) {
             Ok(out) => outs.push(Ok(out)),
@@ -718,7 +718,7 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, seqs: &m
         error!(file = %file.display(), error = %e, "store commit failed; batch rolled back, calls refused");
         return fail_all(batch, &e);
     }
-    seqs.apply(changes);
+    running.apply(changes);
     if !healthy.swap(true, Ordering::Relaxed) {
         info!(file = %file.display(), "store writes succeed again");
     }

@@ -113,13 +113,7 @@ impl ClusterConn {
     /// connection reads the slot map again; a right one costs a reconnect, once per
     /// [`TIMEOUT`] at most.
     pub(crate) fn suspect(&self, why: &str) {
-        self.0.health.alarm();
-        let mut replacing = self.0.replacing.lock().unwrap_or_else(PoisonError::into_inner);
-        if replacing.in_flight.as_ref().is_none_or(tokio::task::AbortHandle::is_finished)
-            && Instant::now() >= replacing.quiet_until
-        {
-            self.0.replace(&mut replacing, why.to_owned());
-        }
+        self.alarm_and_replace(None, || why.to_owned());
     }
 
     /// `answer`, from `used`; after an error that says the connection may be stuck or
@@ -127,18 +121,24 @@ impl ClusterConn {
     fn checked<T>(&self, used: &Generation, answer: RedisResult<T>) -> RedisResult<T> {
         if let Err(error) = &answer {
             if error.is_timeout() || error.is_connection_dropped() {
-                self.0.health.alarm();
-                let mut replacing = self.0.replacing.lock().unwrap_or_else(PoisonError::into_inner);
-                // (A task whose runtime went away is finished without having said so.)
-                if replacing.in_flight.as_ref().is_none_or(tokio::task::AbortHandle::is_finished)
-                    && Instant::now() >= replacing.quiet_until
-                    && self.0.current().number == used.number
-                {
-                    self.0.replace(&mut replacing, error.to_string());
-                }
+                self.alarm_and_replace(Some(used.number), || error.to_string());
             }
         }
         answer
+    }
+
+    /// Raises the alarm and replaces the connection if [`Replacing`] allows it (and,
+    /// given `used`, only if that generation is still the current one).
+    fn alarm_and_replace(&self, used: Option<u64>, why: impl FnOnce() -> String) {
+        self.0.health.alarm();
+        let mut replacing = self.0.replacing.lock().unwrap_or_else(PoisonError::into_inner);
+        // (A task whose runtime went away is finished without having said so.)
+        if replacing.in_flight.as_ref().is_none_or(tokio::task::AbortHandle::is_finished)
+            && Instant::now() >= replacing.quiet_until
+            && used.is_none_or(|number| self.0.current().number == number)
+        {
+            self.0.replace(&mut replacing, why());
+        }
     }
 }
 
