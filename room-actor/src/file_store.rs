@@ -60,7 +60,7 @@ pub const MAX_BATCH: usize = 512;
 /// many more it waits for ([`Pace`]): a commit costs about 100 µs of CPU whatever it
 /// holds (the fsync, SQLite's commit), an entry in it a few, so at a few thousand
 /// appends a second commits of one or two entries cost the node more than all its rooms
-/// (measured: `benches/README.md`, "The file store at memory speed"). A queue too quiet to bring two more
+/// (measured: `docs/file-store-measurements.md`). A queue too quiet to bring two more
 /// calls within the window never waits.
 pub const COMMIT_WINDOW: Duration = Duration::from_millis(3);
 pub const COMMIT_ARRIVALS: f64 = 10.0;
