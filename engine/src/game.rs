@@ -211,6 +211,13 @@ pub struct BotMove<I> {
     pub delay_ms: i64,
 }
 
+/// One quick-chat phrase: a stable key clients send and a Korean label they show.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct ChatPhrase {
+    pub key: &'static str,
+    pub label: &'static str,
+}
+
 /// A game, as the runner, the harness and the bots see it.
 ///
 /// Contract (checked by `testing::harness` for every game):
@@ -230,6 +237,9 @@ pub trait Game: Sized + Send + Sync + 'static {
     /// Bumped whenever `State` changes shape or rules change outcomes; stored in the
     /// start entry of every log so replays of older games answer 410 instead of lying.
     const STATE_VERSION: u32;
+    /// Whether a new room of this game is in the players' lobby unless its creator says
+    /// otherwise (`POST /api/rooms` `listed`). A game for developers and load tests is not.
+    const LISTED: bool = true;
 
     type State: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + Unpin + 'static;
     type Options: Clone + Debug + PartialEq + Serialize + DeserializeOwned + Send + Sync + Unpin + 'static;
@@ -248,6 +258,19 @@ pub trait Game: Sized + Send + Sync + 'static {
 
     fn state_version() -> u32 {
         Self::STATE_VERSION
+    }
+
+    /// The quick-chat phrases seated players may send (`PROTOCOL.md`: `chatPhrases` in
+    /// the catalog, the `chat` message). Fixed phrases only, never free text; empty for a
+    /// game without quick chat. Chat is not an input: it never reaches the log.
+    fn chat_phrases() -> &'static [ChatPhrase] {
+        &[]
+    }
+
+    /// Whether quick chat is on in a room with these options (a game with phrases may
+    /// have an option that turns it off).
+    fn chat_on(_options: &Self::Options) -> bool {
+        !Self::chat_phrases().is_empty()
     }
 
     /// The player range for these options (some modes change it).

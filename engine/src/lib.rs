@@ -33,7 +33,7 @@ pub mod testing;
 
 pub use error::EngineError;
 pub use game::{
-    Actor, Applied, BotMove, Ctx, Game, GameResult, Input, InputOf, NoSystemInput, PlayerId, PlayerRange, Reject,
-    ResultReason, Secret, SetupCtx, ViewCtx,
+    Actor, Applied, BotMove, ChatPhrase, Ctx, Game, GameResult, Input, InputOf, NoSystemInput, PlayerId, PlayerRange,
+    Reject, ResultReason, Secret, SetupCtx, ViewCtx,
 };
 pub use rng::{Rng, RngState, Seed};

@@ -1,7 +1,7 @@
 //! The type-erased list of games: the catalog for `/api/games`, and dispatch from a game
 //! id to code generic over [`Game`] (the server spawns `RoomActor<G>` through it).
 
-use crate::game::Game;
+use crate::game::{ChatPhrase, Game};
 use crate::games::cockroach_poker::CockroachPoker;
 use crate::games::halli_galli::HalliGalli;
 use crate::games::tally::Tally;
@@ -45,6 +45,9 @@ pub struct CatalogEntry {
     pub state_version: u32,
     pub default_options: serde_json::Value,
     pub options: Vec<OptionMeta>,
+    /// Quick-chat phrases, on games that have quick chat only (`Game::chat_phrases`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chat_phrases: Option<&'static [ChatPhrase]>,
 }
 
 struct Describe;
@@ -61,8 +64,24 @@ impl GameVisitor for Describe {
             state_version: G::STATE_VERSION,
             default_options: defaults_json(&options),
             options,
+            chat_phrases: Some(G::chat_phrases()).filter(|phrases| !phrases.is_empty()),
         }
     }
+}
+
+struct Listed;
+
+impl GameVisitor for Listed {
+    type Output = bool;
+    fn visit<G: Game>(self) -> bool {
+        G::LISTED
+    }
+}
+
+/// Whether a room of game `id` is in the players' lobby when its creator did not say
+/// ([`Game::LISTED`]); `false` for an unknown game.
+pub fn listed_by_default(id: &str) -> bool {
+    visit(id, Listed).unwrap_or(false)
 }
 
 /// The whole catalog.
@@ -96,6 +115,14 @@ mod tests {
     }
 
     #[test]
+    fn player_games_are_listed_by_default_and_tally_is_not() {
+        assert!(listed_by_default("halli-galli"));
+        assert!(listed_by_default("cockroach-poker"));
+        assert!(!listed_by_default("tally"));
+        assert!(!listed_by_default("no-such-game"));
+    }
+
+    #[test]
     fn catalog_json_uses_protocol_names() {
         let json = serde_json::to_value(catalog()).unwrap();
         let tally = json.as_array().unwrap().iter().find(|g| g["id"] == "tally").unwrap();
@@ -107,5 +134,12 @@ mod tests {
             assert!(option.get(key).is_some(), "missing option {key}");
         }
         assert!(option["choices"][0].get("label").is_some());
+        // Quick chat: only games that have it name their phrases, each a key and a label.
+        assert!(tally.get("chatPhrases").is_none());
+        let cockroach = json.as_array().unwrap().iter().find(|g| g["id"] == "cockroach-poker").unwrap();
+        let phrases = cockroach["chatPhrases"].as_array().unwrap();
+        for (key, label) in [("really", "정말이야!"), ("doubt", "의심스러운데?")] {
+            assert!(phrases.iter().any(|p| p["key"] == key && p["label"] == label), "missing phrase {key}");
+        }
     }
 }

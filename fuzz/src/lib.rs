@@ -475,6 +475,7 @@ pub fn ws_message(data: &[u8]) {
     let written = match &msg {
         ClientMsg::Sub { room } => json!({"t": "sub", "room": room}).to_string(),
         ClientMsg::Unsub { room } => json!({"t": "unsub", "room": room}).to_string(),
+        ClientMsg::Chat { room, phrase } => json!({"t": "chat", "room": room, "phrase": phrase}).to_string(),
         ClientMsg::Act { room, cs, action } => {
             let room = Value::from(room.as_str());
             match action {

@@ -179,6 +179,9 @@ struct CreateBody {
     options: Option<serde_json::Value>,
     grace_sec: Option<u32>,
     seed: Option<String>,
+    /// In the players' lobby (default: the game's, true for player games, false for
+    /// `tally`).
+    listed: Option<bool>,
 }
 
 const GRACE_RANGE: std::ops::RangeInclusive<u32> = 5..=600;
@@ -233,6 +236,7 @@ async fn create(
         host_name: user.name,
         grace_sec,
         seed,
+        listed: body.listed,
     };
     let refused = |e: CreateError| {
         tracing::info!(error = %e, "room refused");

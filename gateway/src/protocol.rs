@@ -25,7 +25,15 @@ pub enum ClientMsg {
         cs: u64,
         action: Option<String>,
     },
+    /// Quick chat: `phrase` is a key of the game's `chatPhrases` (the room checks which).
+    Chat {
+        room: String,
+        phrase: String,
+    },
 }
+
+/// A phrase key longer than this is no key of any game: refused before it reaches a room.
+pub const MAX_PHRASE_KEY: usize = 32;
 
 /// A well-formed frame, read without building a JSON tree (every action passes here).
 #[derive(Deserialize)]
@@ -98,6 +106,13 @@ pub fn parse(text: &str) -> Result<ClientMsg, String> {
             let cs = v.get("cs").and_then(Value::as_u64).ok_or("`cs`는 0 이상의 정수여야 해요")?;
             Ok(ClientMsg::Act { room: room()?, cs, action: v.get("a").map(Value::to_string) })
         }
+        "chat" => {
+            let phrase = v.get("phrase").and_then(Value::as_str).ok_or("`phrase`가 없어요")?;
+            if phrase.len() > MAX_PHRASE_KEY {
+                return Err("없는 빠른 대화 문구예요".to_owned());
+            }
+            Ok(ClientMsg::Chat { room: room()?, phrase: phrase.to_owned() })
+        }
         _ => Err("알 수 없는 메시지 종류예요".to_owned()),
     }
 }
@@ -107,7 +122,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_the_three_client_messages() {
+    fn parses_the_four_client_messages() {
         assert!(matches!(parse(r#"{"t":"sub","room":"R"}"#), Ok(ClientMsg::Sub { room }) if room == "R"));
         assert!(matches!(parse(r#"{"t":"unsub","room":"R"}"#), Ok(ClientMsg::Unsub { .. })));
         assert!(matches!(
@@ -115,6 +130,10 @@ mod tests {
             Ok(ClientMsg::Act { cs: 7, action: Some(_), .. })
         ));
         assert!(matches!(parse(r#"{"t":"act","room":"R","cs":7}"#), Ok(ClientMsg::Act { action: None, .. })));
+        assert_eq!(
+            parse(r#"{"t":"chat","room":"R","phrase":"really"}"#),
+            Ok(ClientMsg::Chat { room: "R".into(), phrase: "really".into() })
+        );
     }
 
     #[test]
@@ -147,6 +166,10 @@ mod tests {
             r#"{"t":"sub"}"#,
             r#"{"t":"act","room":"R","cs":-1}"#,
             r#"{"t":"act","room":"R"}"#,
+            r#"{"t":"chat","room":"R"}"#,
+            r#"{"t":"chat","phrase":"really"}"#,
+            r#"{"t":"chat","room":"R","phrase":7}"#,
+            &format!(r#"{{"t":"chat","room":"R","phrase":"{}"}}"#, "x".repeat(MAX_PHRASE_KEY + 1)),
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

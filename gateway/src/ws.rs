@@ -425,6 +425,18 @@ impl WsSession {
                     route.unsubscribe(caller);
                 }
             }
+            ClientMsg::Chat { room, phrase } => {
+                self.with_route(room, ctx, move |act, room, route, _, ctx| match route {
+                    Err(Missing::Unknown) => act.send_frame(ctx, wire::unknown_room(&room)),
+                    Err(Missing::Moving) => act.send_frame(ctx, wire::room_unavailable(&room)),
+                    Ok(route) => {
+                        let Some(caller) = &act.caller else { return };
+                        if route.chat(caller, phrase).is_err() {
+                            act.send_frame(ctx, wire::room_unavailable(&room));
+                        }
+                    }
+                })
+            }
             ClientMsg::Act { room, cs, action } => {
                 let Some(action) = action else {
                     return ctx.text(wire::reject(&room, cs, "bad_action", "행동(`a`)이 없어요"));

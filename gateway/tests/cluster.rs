@@ -1041,3 +1041,68 @@ async fn the_per_user_socket_cap_counts_the_sockets_on_every_node() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// Quick chat across nodes (issue 59): the chatting player's socket is on a node that does
+/// not own the room and a spectator's is on the owner, so the phrase crosses to the room
+/// and its fan-out crosses back; a refusal (`rate_limited`) reaches the remote player
+/// too. The players' lobby of either node leaves out an unlisted room, and a lobby that
+/// names the game shows it (`LobbyFilter` on the Redis lobby index).
+#[tokio::test]
+async fn quick_chat_reaches_watchers_on_another_node_and_refusals_come_back() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let nodes = [node("qa", &prefix), node("qb", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    let (alice_id, alice) = token(&http, &nodes[0], "alice").await;
+    let (bob_id, bob) = token(&http, &nodes[1], "bob").await;
+    let (_, carol) = token(&http, &nodes[1], "carol").await;
+    let room = create_room(&http, &nodes[0].base, &alice, json!({"game": "cockroach-poker", "listed": false})).await;
+    let sat = http.post(format!("{}/api/rooms/{room}/seats", nodes[1].base)).bearer_auth(&bob).send().await.unwrap();
+    assert_eq!(sat.status(), 200, "{}", sat.text().await.unwrap());
+    let started = http.post(format!("{}/api/rooms/{room}/start", nodes[0].base)).bearer_auth(&alice).send().await;
+    assert_eq!(started.unwrap().status(), 200);
+    let info = get_json(&http, format!("{}/api/rooms/{room}", nodes[1].base), &carol).await;
+    let owner = nodes.iter().position(|n| info["node"] == n.id.as_str()).expect("an owner");
+    let (elsewhere, at_owner) = (&nodes[1 - owner], &nodes[owner]);
+
+    // Alice talks through the node that does not own the room; Carol watches on the owner.
+    let mut a = connect(elsewhere, &alice).await;
+    let mut b = connect(at_owner, &bob).await;
+    let mut c = connect(at_owner, &carol).await;
+    for ws in [&mut a, &mut b, &mut c] {
+        send(ws, json!({"t": "sub", "room": room})).await;
+        next_where(ws, 10, |v| v["t"] == "sync").await.expect("sync");
+    }
+    let chat_of =
+        |room: String| move |v: &Value| matches!(v["t"].as_str(), Some("chat" | "error")) && v["room"] == room;
+    send(&mut a, json!({"t": "chat", "room": room, "phrase": "really"})).await;
+    for ws in [&mut c, &mut b, &mut a] {
+        let chat = next_where(ws, 10, chat_of(room.clone())).await.expect("the phrase");
+        assert_eq!(chat, json!({"t": "chat", "room": room, "from": alice_id, "phrase": "really"}));
+    }
+    send(&mut b, json!({"t": "chat", "room": room, "phrase": "doubt"})).await;
+    let chat = next_where(&mut a, 10, chat_of(room.clone())).await.expect("bob's phrase on alice's node");
+    assert_eq!((chat["from"].as_str(), chat["phrase"].as_str()), (Some(bob_id.as_str()), Some("doubt")));
+    let chat = next_where(&mut c, 10, chat_of(room.clone())).await.expect("bob's phrase on his own node");
+    assert_eq!(chat["phrase"], "doubt");
+    // Refusals come back across nodes to the one who asked.
+    send(&mut a, json!({"t": "chat", "room": room, "phrase": "doubt"})).await;
+    let refused = next_where(&mut a, 10, chat_of(room.clone())).await.expect("a refusal");
+    assert_eq!((refused["t"].as_str(), refused["code"].as_str()), (Some("error"), Some("rate_limited")), "{refused}");
+    let mut d = connect(elsewhere, &carol).await;
+    send(&mut d, json!({"t": "sub", "room": room})).await;
+    next_where(&mut d, 10, |v| v["t"] == "sync").await.expect("sync");
+    send(&mut d, json!({"t": "chat", "room": room, "phrase": "really"})).await;
+    let refused = next_where(&mut d, 10, chat_of(room.clone())).await.expect("a spectator's refusal");
+    assert_eq!(refused["code"], "not_seated", "{refused}");
+    assert!(next_within(&mut c, Duration::from_millis(300), chat_of(room.clone())).await.is_none());
+
+    // Unlisted: in neither node's lobby, but in a lobby that names its game.
+    for n in &nodes {
+        let lobby = get_json(&http, format!("{}/api/rooms", n.base), &carol).await;
+        assert!(lobby.as_array().unwrap().iter().all(|r| r["roomId"] != room.as_str()), "{}: {lobby}", n.id);
+        let named = get_json(&http, format!("{}/api/rooms?game=cockroach-poker", n.base), &carol).await;
+        assert!(named.as_array().unwrap().iter().any(|r| r["roomId"] == room.as_str()), "{}: {named}", n.id);
+    }
+}

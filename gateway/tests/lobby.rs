@@ -68,6 +68,7 @@ fn room(i: usize) -> RoomInfo {
         gone: vec![],
         kicked: vec![],
         removed: vec![],
+        listed: Some(true),
     }
 }
 
@@ -165,10 +166,12 @@ async fn an_embedded_node_pages_its_lobby_the_same_way() {
     let (status, all) = server.get("/api/rooms?limit=200", Some(&users[0].token)).await;
     assert_eq!(status, 200);
     let all: Vec<String> = all.as_array().unwrap().iter().map(|r| r["roomId"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(all.iter().collect::<HashSet<_>>(), created.iter().collect::<HashSet<_>>());
+    // Tally rooms are unlisted by default: the players' lobby shows the Halli Galli ones.
+    let players: HashSet<_> = created.iter().skip(1).step_by(2).collect();
+    assert_eq!(all.iter().collect::<HashSet<_>>(), players);
     let walked =
-        walk(&server.http, &format!("http://{}", server.addr), "/api/rooms?limit=5", &users[1].token, 5, true).await;
-    assert_eq!(walked, all, "pages of 5 give the one-page order");
+        walk(&server.http, &format!("http://{}", server.addr), "/api/rooms?limit=4", &users[1].token, 4, true).await;
+    assert_eq!(walked, all, "pages of 4 give the one-page order");
     let tally = walk(
         &server.http,
         &format!("http://{}", server.addr),
@@ -182,4 +185,52 @@ async fn an_embedded_node_pages_its_lobby_the_same_way() {
     assert!(tally.iter().all(|id| created.iter().position(|c| c == id).is_some_and(|i| i % 2 == 0)));
     let (status, body) = server.get("/api/rooms?limit=500", Some(&users[0].token)).await;
     assert_eq!((status, body["code"].as_str()), (400, Some("bad_query")), "{body}");
+}
+
+/// `POST /api/rooms` `listed` (`PROTOCOL.md`, issue 59): an unlisted room is joinable by
+/// id but not in the lobby unless `game=` names its game; player games are listed by
+/// default, `tally` (load tests, the README's example) is not. The same in a cluster:
+/// `unlisted_rooms_stay_out_of_a_cluster_lobby`.
+#[tokio::test]
+async fn unlisted_rooms_are_joinable_by_id_but_stay_out_of_the_lobby() {
+    let server = start_server();
+    let host = server.guest("host").await;
+    let guest = server.guest("guest").await;
+    let ids = |body: &Value| -> HashSet<String> {
+        body.as_array().unwrap().iter().map(|r| r["roomId"].as_str().unwrap().to_owned()).collect()
+    };
+    let listed = server.create_room(&host, "halli-galli", json!({}), 60).await;
+    let (status, body) =
+        server.post("/api/rooms", Some(&host.token), json!({"game": "cockroach-poker", "listed": false})).await;
+    assert_eq!(status, 200, "{body}");
+    let hidden = body["roomId"].as_str().unwrap().to_owned();
+    let tally = server.create_room(&host, "tally", json!({}), 60).await;
+    let (status, body) = server.post("/api/rooms", Some(&host.token), json!({"game": "tally", "listed": true})).await;
+    assert_eq!(status, 200, "{body}");
+    let shown_tally = body["roomId"].as_str().unwrap().to_owned();
+
+    let (_, lobby) = server.get("/api/rooms", Some(&guest.token)).await;
+    assert_eq!(ids(&lobby), HashSet::from([listed.clone(), shown_tally.clone()]));
+    let (_, waiting) = server.get("/api/rooms?status=waiting", Some(&guest.token)).await;
+    assert_eq!(ids(&waiting), HashSet::from([listed.clone(), shown_tally.clone()]));
+    // Naming the game shows its unlisted rooms too.
+    let (_, cp) = server.get("/api/rooms?game=cockroach-poker", Some(&guest.token)).await;
+    assert_eq!(ids(&cp), HashSet::from([hidden.clone()]));
+    let (_, tallies) = server.get("/api/rooms?game=tally", Some(&guest.token)).await;
+    assert_eq!(ids(&tallies), HashSet::from([tally.clone(), shown_tally]));
+
+    // Joinable by id, and its info says it is unlisted.
+    let (status, info) = server.get(&format!("/api/rooms/{hidden}"), Some(&guest.token)).await;
+    assert_eq!((status, info["listed"].as_bool()), (200, Some(false)), "{info}");
+    server.seat(&hidden, &guest).await;
+    let (_, info) = server.get(&format!("/api/rooms/{listed}"), Some(&guest.token)).await;
+    assert_eq!(info["listed"].as_bool(), Some(true), "{info}");
+    let (_, info) = server.get(&format!("/api/rooms/{tally}"), Some(&guest.token)).await;
+    assert_eq!(info["listed"].as_bool(), Some(false), "{info}");
+
+    // A `listed` that is not a boolean is refused, and creates nothing.
+    let (status, body) = server.post("/api/rooms", Some(&host.token), json!({"game": "tally", "listed": "no"})).await;
+    assert_eq!(status, 400, "{body}");
+    let (_, tallies) = server.get("/api/rooms?game=tally", Some(&guest.token)).await;
+    assert_eq!(tallies.as_array().unwrap().len(), 2);
 }

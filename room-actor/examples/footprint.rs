@@ -50,6 +50,7 @@ fn main() {
             host_name: "host".into(),
             grace_sec: 60,
             seed: None,
+            listed: None,
         };
         // Warm up allocator arenas and the runtime before the first reading.
         for i in 0..100 {

@@ -3,7 +3,7 @@
 
 pub use crate::info::{RoomInfo, RoomStatus, SeatInfo};
 use crate::messages::{
-    Act, Close, GetInfo, Handover, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, Start, Subscribe, TakeSeat,
+    Act, Chat, Close, GetInfo, Handover, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, Start, Subscribe, TakeSeat,
     Unsubscribe,
 };
 use actix::prelude::*;
@@ -24,6 +24,7 @@ pub trait Mailbox: Send + Sync + 'static {
     fn unsubscribe(&self, msg: Unsubscribe) -> Result<(), SendError<Unsubscribe>>;
     fn act(&self, msg: Act) -> Result<(), SendError<Act>>;
     fn rtt(&self, msg: RttSample) -> Result<(), SendError<RttSample>>;
+    fn chat(&self, msg: Chat) -> Result<(), SendError<Chat>>;
     /// `false` once the actor has stopped.
     fn connected(&self) -> bool;
     fn info(&self) -> Recipient<GetInfo>;

@@ -58,4 +58,15 @@ pub struct RoomInfo {
     /// but not sit here again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub removed: Vec<PlayerId>,
+    /// Whether the room is in the players' lobby (`POST /api/rooms` `listed`). `None`
+    /// only in info saved before rooms said: the game's default ([`RoomInfo::is_listed`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listed: Option<bool>,
+}
+
+impl RoomInfo {
+    /// Whether the lobby shows this room: as created, or the game's default.
+    pub fn is_listed(&self) -> bool {
+        self.listed.unwrap_or_else(|| engine::registry::listed_by_default(&self.game))
+    }
 }

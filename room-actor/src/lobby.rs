@@ -21,7 +21,8 @@ pub const BUCKETS: u64 = 16;
 
 const NEWEST: i64 = 9_999_999_999_999;
 
-/// Which rooms a page shows.
+/// Which rooms a page shows: listed rooms, and unlisted ones only to a caller who names
+/// their game (`PROTOCOL.md`: a load test's rooms never fill the players' lobby).
 #[derive(Clone, Debug, Default)]
 pub struct LobbyFilter {
     pub game: Option<String>,
@@ -30,7 +31,11 @@ pub struct LobbyFilter {
 
 impl LobbyFilter {
     pub fn admits(&self, info: &RoomInfo) -> bool {
-        self.game.as_ref().is_none_or(|g| &info.game == g) && self.status.is_none_or(|s| info.status == s)
+        let game = match &self.game {
+            Some(g) => &info.game == g,
+            None => info.is_listed(),
+        };
+        game && self.status.is_none_or(|s| info.status == s)
     }
 }
 
@@ -105,6 +110,7 @@ mod tests {
             gone: vec![],
             kicked: vec![],
             removed: vec![],
+            listed: Some(true),
         }
     }
 
@@ -127,6 +133,24 @@ mod tests {
         ] {
             assert!(!valid_cursor(bad), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn unlisted_rooms_are_shown_only_to_a_caller_who_names_their_game() {
+        let listed = room("r_l", 1, "halli-galli");
+        let unlisted = RoomInfo { listed: Some(false), ..room("r_u", 2, "halli-galli") };
+        let everyone = LobbyFilter::default();
+        assert!(everyone.admits(&listed));
+        assert!(!everyone.admits(&unlisted));
+        let named = LobbyFilter { game: Some("halli-galli".into()), status: None };
+        assert!(named.admits(&listed) && named.admits(&unlisted));
+        let other = LobbyFilter { game: Some("tally".into()), status: None };
+        assert!(!other.admits(&unlisted));
+        // Info saved before rooms said: the game's default (tally is not for players).
+        let old_tally = RoomInfo { listed: None, ..room("r_t", 3, "tally") };
+        let old_game = RoomInfo { listed: None, ..room("r_g", 4, "cockroach-poker") };
+        assert!(!everyone.admits(&old_tally) && everyone.admits(&old_game));
+        assert!(LobbyFilter { game: Some("tally".into()), status: None }.admits(&old_tally));
     }
 
     #[test]

@@ -132,6 +132,18 @@ pub struct Act {
     pub hop: Duration,
 }
 
+/// A quick-chat phrase from a seated player (`{"t":"chat"}`): broadcast to every
+/// subscriber, refused on `out` with an `error` frame (`chat_off`, `rate_limited`,
+/// `not_seated`, `bad_phrase`). Never logged.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Chat {
+    pub user: PlayerId,
+    /// A key of the game's `chatPhrases`.
+    pub phrase: String,
+    pub out: Out,
+}
+
 /// A fresh RTT estimate (EMA) of a user, from the session's ping/pong.
 #[derive(Message)]
 #[rtype(result = "()")]

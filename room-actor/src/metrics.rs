@@ -30,6 +30,8 @@ pub struct RoomMetrics {
     /// Stalled rooms (cluster mode) that gave themselves up after
     /// [`crate::room::STALL_GIVE_UP`] so the node restores them afresh from their log.
     pub stalls_given_up: IntCounter,
+    /// Quick-chat phrases rooms of this node fanned out (refused ones not counted).
+    pub chat_phrases: IntCounter,
     /// Drains this node went through (SIGTERM).
     pub drains: IntCounter,
     /// Pub/sub publish → delivery to this node's bus loop.
@@ -97,6 +99,7 @@ impl RoomMetrics {
                 "roomd_room_stalls_given_up_total",
                 "stalled rooms that gave themselves up to be restored afresh from their log (cluster mode)",
             )?,
+            chat_phrases: IntCounter::new("roomd_chat_phrases_total", "quick-chat phrases fanned out by rooms of this node")?,
             drains: IntCounter::new("roomd_drains_total", "drains (SIGTERM) of this node")?,
             bus_lag: Histogram::with_opts(
                 HistogramOpts::new(
@@ -151,6 +154,7 @@ impl RoomMetrics {
         registry.register(Box::new(m.store_unknown_outcomes.clone()))?;
         registry.register(Box::new(m.rooms_stalled.clone()))?;
         registry.register(Box::new(m.stalls_given_up.clone()))?;
+        registry.register(Box::new(m.chat_phrases.clone()))?;
         registry.register(Box::new(m.drains.clone()))?;
         registry.register(Box::new(m.bus_lag.clone()))?;
         registry.register(Box::new(m.bus_dropped.clone()))?;

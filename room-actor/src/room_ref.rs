@@ -20,7 +20,7 @@ use crate::cluster::node::{ClusterNode, Owner};
 use crate::directory::{Directory, RoomHandle};
 use crate::info::RoomInfo;
 use crate::messages::{
-    Act, AdminView, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RoomOpError, RttSample, SessionId,
+    Act, AdminView, Chat, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RoomOpError, RttSample, SessionId,
     Start, Subscribe, TakeSeat, Unsubscribe,
 };
 use crate::store::RoomStore;
@@ -384,6 +384,19 @@ impl RoomRef {
         handle.act(Act { session, user, cs, action, out, received, hop }).map_err(|_| RoomOpError::unavailable())
     }
 
+    /// A quick-chat phrase from the caller: fanned out by the room to every subscriber,
+    /// or refused on the caller's `out`. `Err` when this node's actor did not take it
+    /// (the phrase is dropped; chat is of the moment and never resent).
+    pub fn chat(&self, caller: &Caller, phrase: String) -> Result<(), RoomOpError> {
+        let At::Local { handle, .. } = &*self.at else {
+            let cmd = RoomCmd::Chat { session: caller.session.0, user: caller.user.to_string(), phrase };
+            self.tell(caller, cmd, None);
+            return Ok(());
+        };
+        let (user, out) = (caller.user.clone(), caller.out.clone());
+        handle.chat(Chat { user, phrase, out }).map_err(|_| RoomOpError::unavailable())
+    }
+
     /// A fresh RTT estimate of the caller.
     pub fn rtt(&self, caller: &Caller, rtt_ms: u32) {
         match &*self.at {
@@ -480,6 +493,7 @@ mod tests {
             host_name: "방장".into(),
             grace_sec: 30,
             seed: None,
+            listed: None,
         };
         create_room(new, deps).unwrap();
         let room = rooms.find("r1").await.unwrap();

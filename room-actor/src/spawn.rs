@@ -26,6 +26,8 @@ pub struct NewRoom {
     pub host_name: String,
     pub grace_sec: u32,
     pub seed: Option<Seed>,
+    /// In the players' lobby? `None`: the game's default ([`engine::Game::LISTED`]).
+    pub listed: Option<bool>,
 }
 
 /// A new room built but not running yet: its info, to store before the room is
@@ -61,6 +63,7 @@ impl GameVisitor for PrepareVisitor {
             host_name: self.new.host_name,
             grace_sec: self.new.grace_sec,
             seed: self.new.seed,
+            listed: self.new.listed.unwrap_or(G::LISTED),
         };
         let room = RoomActor::<G>::new(spec, self.deps);
         Ok(Prepared { info: room.info(), start: Box::new(move || room.spawn()) })
@@ -97,6 +100,7 @@ impl GameVisitor for DescribeVisitor<'_> {
             gone: Vec::new(),
             kicked: Vec::new(),
             removed: Vec::new(),
+            listed: Some(self.new.listed.unwrap_or(G::LISTED)),
         })
     }
 }

@@ -68,6 +68,12 @@ pub fn result(room: &str, game_pk: &str, result_json: &str) -> String {
     format!(r#"{{"t":"result","room":{},"gamePk":{},"result":{result_json}}}"#, quoted(room), quoted(game_pk))
 }
 
+/// `{"t":"chat","room":R,"from":USER,"phrase":KEY}`: a quick-chat phrase, for every
+/// subscriber (not part of the game log).
+pub fn chat(room: &str, from: &str, phrase: &str) -> String {
+    format!(r#"{{"t":"chat","room":{},"from":{},"phrase":{}}}"#, quoted(room), quoted(from), quoted(phrase))
+}
+
 /// `{"t":"error","code":…,"reason":…}`, with the room and cs when the error is about an action.
 pub fn error(code: &str, reason: &str, room: Option<&str>, cs: Option<u64>) -> String {
     let mut v = json!({"t": "error", "code": code, "reason": reason});

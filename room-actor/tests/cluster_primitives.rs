@@ -1405,6 +1405,7 @@ async fn waiting_seats_are_counted_from_the_users_own_rooms() {
             host_name: "host".into(),
             grace_sec: 60,
             seed: None,
+            listed: None,
         };
         initial_info(&new, "n1", 0).unwrap()
     };

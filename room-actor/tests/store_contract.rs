@@ -143,6 +143,7 @@ fn room_info(id: &str) -> room_actor::RoomInfo {
         gone: Vec::new(),
         kicked: Vec::new(),
         removed: Vec::new(),
+        listed: None,
     }
 }
 

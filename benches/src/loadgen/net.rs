@@ -296,9 +296,9 @@ pub async fn setup_room(
         GameKind::CockroachPoker => json!({"loseCount": 3, "turnSeconds": 15}),
     };
     let host = &sessions[0];
-    let created =
-        post(http, format!("{base}/api/rooms"), Some(&host.token), json!({"game": cfg.game.id(), "options": options}))
-            .await?;
+    // Unlisted: a load test's rooms never fill the players' lobby (they are joined by id).
+    let body = json!({"game": cfg.game.id(), "options": options, "listed": false});
+    let created = post(http, format!("{base}/api/rooms"), Some(&host.token), body).await?;
     let room = created.get("roomId").and_then(Value::as_str).ok_or_else(|| anyhow!("no roomId"))?.to_owned();
     for (k, s) in sessions.iter().enumerate().skip(1) {
         post(http, format!("{}/api/rooms/{room}/seats", node_of(k)), Some(&s.token), json!({})).await?;

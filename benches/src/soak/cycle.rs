@@ -47,7 +47,8 @@ async fn cycle_inner(
     }
     let host = sessions.first().ok_or_else(|| anyhow!("no players"))?.clone();
     progress.set("create room");
-    let body = json!({"game": plan.game.id(), "options": plan.options, "graceSec": 5});
+    // Unlisted: the soak's rooms never fill the players' lobby.
+    let body = json!({"game": plan.game.id(), "options": plan.options, "graceSec": 5, "listed": false});
     let created = call(http, format!("{base}/api/rooms"), Some(&host.token), body).await?;
     let room = created.get("roomId").and_then(Value::as_str).ok_or_else(|| anyhow!("no roomId"))?.to_owned();
     progress.set("seats");

@@ -20,19 +20,64 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// A command for a room, from a gateway on another node.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum RoomCmd {
-    Subscribe { session: u64, user: String },
-    Unsubscribe { session: u64 },
-    Act { session: u64, user: String, cs: u64, action_json: String },
-    Rtt { user: String, rtt_ms: u32 },
-    Info { req: u64 },
-    TakeSeat { req: u64, user: String, name: String, bot: bool },
-    LeaveSeat { req: u64, user: String },
-    Start { req: u64, user: String },
-    RemoveSeat { req: u64, by: String, user: String },
+    Subscribe {
+        session: u64,
+        user: String,
+    },
+    Unsubscribe {
+        session: u64,
+    },
+    Act {
+        session: u64,
+        user: String,
+        cs: u64,
+        action_json: String,
+    },
+    Rtt {
+        user: String,
+        rtt_ms: u32,
+    },
+    Info {
+        req: u64,
+    },
+    TakeSeat {
+        req: u64,
+        user: String,
+        name: String,
+        bot: bool,
+    },
+    LeaveSeat {
+        req: u64,
+        user: String,
+    },
+    Start {
+        req: u64,
+        user: String,
+    },
+    RemoveSeat {
+        req: u64,
+        by: String,
+        user: String,
+    },
     // Operators' verbs.
-    Close { req: u64, reason: String },
-    Kick { req: u64, user: String, reason: String },
-    Inspect { req: u64 },
+    Close {
+        req: u64,
+        reason: String,
+    },
+    Kick {
+        req: u64,
+        user: String,
+        reason: String,
+    },
+    Inspect {
+        req: u64,
+    },
+    /// A quick-chat phrase (last, so the variant numbers of the others stay as they were).
+    Chat {
+        session: u64,
+        user: String,
+        phrase: String,
+    },
 }
 
 /// A command for a node itself (operators), not for one of its rooms.

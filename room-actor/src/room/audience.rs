@@ -29,6 +29,8 @@ pub(super) struct Audience {
     pub(super) rtt: BTreeMap<PlayerId, u32>,
     /// Counts the changes of `rtt`.
     pub(super) rtt_version: u64,
+    /// When each player last sent a quick-chat phrase (room time, ms).
+    pub(super) chatted_at: crate::FastMap<PlayerId, i64>,
 }
 
 impl<G: Game> RoomActor<G> {

@@ -30,6 +30,7 @@ impl<G: Game> RoomActor<G> {
                 grace_sec: spec.grace_sec,
                 fixed_seed: spec.seed,
                 created_at: now,
+                listed: spec.listed,
             },
             lobby: Lobby::new(Seat { user: spec.host.clone(), name: spec.host_name, bot: false }, spec.host),
             phase: Phase::Waiting,
@@ -66,6 +67,7 @@ impl<G: Game> RoomActor<G> {
                 host_name: String::new(),
                 grace_sec: info.grace_sec,
                 seed: None,
+                listed: info.is_listed(),
             },
             deps,
         );
@@ -166,6 +168,7 @@ impl<G: Game> RoomActor<G> {
             },
             kicked: self.admin.kicked.clone(),
             removed: self.lobby.removed.clone(),
+            listed: Some(self.config.listed),
         }
     }
 
@@ -331,6 +334,9 @@ impl<G: Game> Mailbox for Addr<RoomActor<G>> {
         self.try_send(msg)
     }
     fn rtt(&self, msg: RttSample) -> Result<(), SendError<RttSample>> {
+        self.try_send(msg)
+    }
+    fn chat(&self, msg: Chat) -> Result<(), SendError<Chat>> {
         self.try_send(msg)
     }
     fn connected(&self) -> bool {

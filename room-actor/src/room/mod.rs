@@ -17,11 +17,13 @@
 //! - `input`: the input pipeline, process → commit → finish (`Act`).
 //! - `stall`: an append with no known outcome, resolved by reading the log back.
 //! - `audience`: subscribers, fan-out of frames and presence (`Subscribe`, `RttSample`).
+//! - `chat`: quick chat, fanned out and never logged (`Chat`).
 //! - `timers`: the room's one timer and its bots (`Wake`, `BotWake`).
 //! - `admin`: what operators do to a room (`Close`, `Kick`, `Inspect`).
 
 mod admin;
 mod audience;
+mod chat;
 pub mod clock;
 mod input;
 mod lifecycle;
@@ -78,6 +80,8 @@ pub struct RoomSpec<O> {
     pub grace_sec: u32,
     /// Only when the server allows fixed seeds (dev/test).
     pub seed: Option<Seed>,
+    /// In the players' lobby.
+    pub listed: bool,
 }
 
 /// After a room is restored on a node, no deadline is enforced for this long, so players
@@ -128,6 +132,7 @@ struct Config<G: Game> {
     grace_sec: u32,
     fixed_seed: Option<Seed>,
     created_at: i64,
+    listed: bool,
 }
 
 struct Running<G: Game> {

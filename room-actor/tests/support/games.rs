@@ -96,6 +96,7 @@ pub async fn play(node: &Node, setup: Setup) -> Played {
             host_name: HOST.into(),
             grace_sec: setup.grace_sec,
             seed: Some(Seed(setup.seed)),
+            listed: None,
         },
         node.deps.clone(),
     )

@@ -129,6 +129,7 @@ impl Node {
                 host_name: host.into(),
                 grace_sec,
                 seed: Some(engine::Seed(0x1234_5678)),
+                listed: None,
             },
             self.deps.clone(),
         )

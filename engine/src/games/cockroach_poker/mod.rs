@@ -24,7 +24,8 @@ pub mod view;
 
 use crate::error::EngineError;
 use crate::game::{
-    Actor, Applied, BotMove, Ctx, Game, GameResult, Input, PlayerId, ResultReason, Secret, SetupCtx, ViewCtx,
+    Actor, Applied, BotMove, ChatPhrase, Ctx, Game, GameResult, Input, PlayerId, ResultReason, Secret, SetupCtx,
+    ViewCtx,
 };
 use crate::options::OptionMeta;
 use crate::rng::Rng;
@@ -41,6 +42,17 @@ use view::CockroachView;
 pub const DISCONNECT_GRACE_MS: i64 = 90_000;
 
 pub struct CockroachPoker;
+
+/// Quick chat (spec §2 `quickChat`: "정말이야!", "의심스러운데?"), a few more in the same
+/// spirit: what players of a bluffing game say across the table, nothing that could carry
+/// a card.
+pub const CHAT_PHRASES: &[ChatPhrase] = &[
+    ChatPhrase { key: "really", label: "정말이야!" },
+    ChatPhrase { key: "doubt", label: "의심스러운데?" },
+    ChatPhrase { key: "trust", label: "믿어 볼게" },
+    ChatPhrase { key: "hurry", label: "빨리 골라 줘~" },
+    ChatPhrase { key: "nice", label: "좋은 승부였어!" },
+];
 
 impl Game for CockroachPoker {
     const ID: &'static str = "cockroach-poker";
@@ -59,6 +71,15 @@ impl Game for CockroachPoker {
 
     fn options_meta() -> Vec<OptionMeta> {
         options::meta()
+    }
+
+    fn chat_phrases() -> &'static [ChatPhrase] {
+        CHAT_PHRASES
+    }
+
+    /// Spec §2 `quickChat` (on by default).
+    fn chat_on(options: &CockroachOptions) -> bool {
+        options.quick_chat
     }
 
     fn setup(ctx: SetupCtx<'_, CockroachOptions>, rng: &mut Rng) -> Result<CockroachState, EngineError> {

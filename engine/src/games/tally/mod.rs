@@ -46,6 +46,8 @@ impl Game for Tally {
     const MIN_PLAYERS: usize = 1;
     const MAX_PLAYERS: usize = 8;
     const STATE_VERSION: u32 = 1;
+    /// A developers' and load testers' game, not offered to players (`PROTOCOL.md`).
+    const LISTED: bool = false;
 
     type State = TallyState;
     type Options = TallyOptions;

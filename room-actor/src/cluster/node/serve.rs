@@ -13,8 +13,8 @@ use crate::cluster::outbox::RemoteOut;
 use crate::directory::RoomHandle;
 use crate::error::StoreError;
 use crate::messages::{
-    Act, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RttSample, SessionId, Start, Subscribe, TakeSeat,
-    ToClient, Unsubscribe,
+    Act, Chat, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RttSample, SessionId, Start, Subscribe,
+    TakeSeat, ToClient, Unsubscribe,
 };
 use crate::sessions::Sessions;
 use crate::wire;
@@ -197,6 +197,10 @@ impl ClusterNode {
             RoomCmd::Rtt { user, rtt_ms } => {
                 let _ = handle.rtt(RttSample { user: PlayerId::from(user), rtt_ms });
             }
+            RoomCmd::Chat { session, user, phrase } => {
+                let out = self.remote_out(from, session);
+                let _ = handle.chat(Chat { user: PlayerId::from(user), phrase, out });
+            }
             request => return Err(request),
         }
         Ok(())
@@ -227,13 +231,18 @@ impl ClusterNode {
                 RoomCmd::Subscribe { session, .. } => {
                     let _ = self.remote_out(from, session).try_send(ToClient::stale(room, wire::room_moved(room)));
                 }
-                RoomCmd::Unsubscribe { .. } | RoomCmd::Rtt { .. } => {}
+                // A phrase is not resent: it was of the moment.
+                RoomCmd::Unsubscribe { .. } | RoomCmd::Rtt { .. } | RoomCmd::Chat { .. } => {}
             }
             return;
         };
         let Err(cmd) = self.tell_room(&handle, from, cmd, lag) else { return };
         match cmd {
-            RoomCmd::Subscribe { .. } | RoomCmd::Unsubscribe { .. } | RoomCmd::Act { .. } | RoomCmd::Rtt { .. } => {}
+            RoomCmd::Subscribe { .. }
+            | RoomCmd::Unsubscribe { .. }
+            | RoomCmd::Act { .. }
+            | RoomCmd::Rtt { .. }
+            | RoomCmd::Chat { .. } => {}
             RoomCmd::Info { req } => {
                 let reply = match handle.info().send(GetInfo).await {
                     Ok(info) => Reply::Info(json(&info)),
