@@ -5,6 +5,7 @@
 
 import type {
   AckMessage,
+  ChatMessage,
   ErrorMessage,
   GameId,
   Games,
@@ -183,6 +184,16 @@ export class Connection extends Emitter<ConnectionEvents> {
     return promise;
   }
 
+  /**
+   * Sends a quick-chat phrase (a `key` of the game's `chatPhrases`) to a room you sit in.
+   * Fire and forget: it comes back as a `chat` event to every watcher, or as an `error`
+   * event (`chat_off`, `rate_limited`: one per 2 s, `not_seated`). `false` when the socket
+   * is not open (a phrase is of the moment: it is not resent after a reconnect).
+   */
+  chat(roomId: string, phrase: string): boolean {
+    return this.raw({ t: 'chat', room: roomId, phrase });
+  }
+
   /** Actions sent and not yet acknowledged or rejected: `[room, cs]`. */
   unacknowledged(): Array<[string, number]> {
     return [...this.pending.keys()].map(unkey);
@@ -347,6 +358,8 @@ export interface RoomEvents<G extends GameId> {
   result: ResultMessage;
   /** Seats or status changed. */
   room: RoomMessage;
+  /** A quick-chat phrase from a seated player (`from`). */
+  chat: ChatMessage;
   error: ErrorMessage;
   /** The latest game view, from `sync` or `update`. */
   view: Games[G]['view'];
@@ -377,6 +390,11 @@ export class RoomChannel<G extends GameId> extends Emitter<RoomEvents<G>> {
   /** Sends a game action; see [`Connection.act`]. */
   act(a: Games[G]['action']): Promise<AckMessage> & { cs: number } {
     return this.conn.act(this.roomId, a);
+  }
+
+  /** Sends a quick-chat phrase; see [`Connection.chat`]. */
+  chat(phrase: string): boolean {
+    return this.conn.chat(this.roomId, phrase);
   }
 
   /** Stops watching. */
@@ -418,6 +436,9 @@ export class RoomChannel<G extends GameId> extends Emitter<RoomEvents<G>> {
         break;
       case 'error':
         this.emit('error', msg);
+        break;
+      case 'chat':
+        this.emit('chat', msg);
         break;
     }
   }

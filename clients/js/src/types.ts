@@ -39,6 +39,14 @@ export interface CatalogEntry {
   stateVersion: number;
   defaultOptions: Record<string, OptionValue>;
   options: GameOption[];
+  /** Quick-chat phrases, on games that have quick chat (send a `key` with `chat`). */
+  chatPhrases?: ChatPhrase[];
+}
+
+/** A quick-chat phrase: the `key` to send and the Korean `label` to show. */
+export interface ChatPhrase {
+  key: string;
+  label: string;
 }
 
 export interface Seat {
@@ -65,6 +73,8 @@ export interface RoomInfo {
   minPlayers: number;
   maxPlayers: number;
   createdAt: number;
+  /** Whether the room is in the players' lobby (`GET /api/rooms`). */
+  listed?: boolean;
 }
 
 /** `POST /api/rooms` body. `seed` (32 hex) only on servers with `dev.allow_fixed_seed`. */
@@ -73,6 +83,8 @@ export interface CreateRoom {
   options?: Record<string, OptionValue>;
   graceSec?: number;
   seed?: string;
+  /** In the players' lobby? Default: true for player games, false for `tally`. */
+  listed?: boolean;
 }
 
 export type ResultReason = 'normal' | 'resign' | 'timeout' | 'abandoned' | 'draw-agreed';
@@ -298,7 +310,8 @@ export type GameEvent = Games[GameId]['event'];
 export type ClientMessage =
   | { t: 'sub'; room: string }
   | { t: 'unsub'; room: string }
-  | { t: 'act'; room: string; cs: number; a: unknown };
+  | { t: 'act'; room: string; cs: number; a: unknown }
+  | { t: 'chat'; room: string; phrase: string };
 
 /** `sync`: the full view (a game view, or the room's info while it waits to start). */
 export interface SyncMessage<V = GameView> {
@@ -340,6 +353,13 @@ export interface ErrorMessage {
   room?: string;
   cs?: number;
 }
+/** A quick-chat phrase a seated player sent (to every subscriber; never in the log). */
+export interface ChatMessage {
+  t: 'chat';
+  room: string;
+  from: UserId;
+  phrase: string;
+}
 /** The room's seats or status changed (not a game input). */
 export interface RoomMessage {
   t: 'room';
@@ -353,6 +373,7 @@ export type ServerMessage =
   | RejectMessage
   | ResultMessage
   | ErrorMessage
+  | ChatMessage
   | RoomMessage;
 
 /** Whether a `sync` view is the room's info (the game has not started). */

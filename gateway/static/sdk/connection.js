@@ -112,6 +112,15 @@ export class Connection extends Emitter {
         this.raw({ t: 'act', room: roomId, cs, a });
         return promise;
     }
+    /**
+     * Sends a quick-chat phrase (a `key` of the game's `chatPhrases`) to a room you sit in.
+     * Fire and forget: it comes back as a `chat` event to every watcher, or as an `error`
+     * event (`chat_off`, `rate_limited`: one per 2 s, `not_seated`). `false` when the socket
+     * is not open (a phrase is of the moment: it is not resent after a reconnect).
+     */
+    chat(roomId, phrase) {
+        return this.raw({ t: 'chat', room: roomId, phrase });
+    }
     /** Actions sent and not yet acknowledged or rejected: `[room, cs]`. */
     unacknowledged() {
         return [...this.pending.keys()].map(unkey);
@@ -296,6 +305,10 @@ export class RoomChannel extends Emitter {
     act(a) {
         return this.conn.act(this.roomId, a);
     }
+    /** Sends a quick-chat phrase; see [`Connection.chat`]. */
+    chat(phrase) {
+        return this.conn.chat(this.roomId, phrase);
+    }
     /** Stops watching. */
     leave() {
         this.conn.unsub(this.roomId);
@@ -335,6 +348,9 @@ export class RoomChannel extends Emitter {
                 break;
             case 'error':
                 this.emit('error', msg);
+                break;
+            case 'chat':
+                this.emit('chat', msg);
                 break;
         }
     }
