@@ -7,6 +7,7 @@
 use super::{add_bot, Client, Node};
 use engine::testing::find_leaks;
 use engine::{Ctx, Game, GameResult, Input, InputOf, PlayerId, Seed, ViewCtx};
+use room_actor::directory::RoomHandle;
 use room_actor::log::{GameRecord, LogEntry, StoredGame};
 use room_actor::messages::{Start, Unsubscribe};
 use room_actor::rebuild::{self, rebuild, From};
@@ -32,6 +33,10 @@ pub enum Human {
     Silent,
     /// Subscribes before the start, never acts, and unsubscribes after this many updates.
     LeavesAfter(usize),
+    /// Halli Galli only: plays as a quick person does. Rings this many ms after a five
+    /// appears on the table it is shown (unless the five is gone by then), and flips at
+    /// once when it is their turn and no five shows.
+    Reacts(u64),
 }
 
 /// A room to play to the end.
@@ -74,6 +79,56 @@ async fn recv(client: &mut Client, what: &str) -> Value {
 async fn until_result(client: &mut Client, into: &mut Vec<Value>) {
     loop {
         let msg = recv(client, "result").await;
+        let done = msg["t"] == "result";
+        into.push(msg);
+        if done {
+            return;
+        }
+    }
+}
+
+/// Whether a Halli Galli view shows exactly five of one fruit on the players' tops.
+pub fn hg_five(view: &Value) -> bool {
+    let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+    for p in view["players"].as_object().into_iter().flat_map(|players| players.values()) {
+        if let (Some(fruit), Some(count)) = (p["top"]["fruit"].as_str(), p["top"]["count"].as_u64()) {
+            *sums.entry(fruit).or_default() += count;
+        }
+    }
+    sums.values().any(|s| *s == 5)
+}
+
+/// [`Human::Reacts`]: the host's side of a Halli Galli game until its `result`.
+async fn react_until_result(client: &mut Client, room: &RoomHandle, after: Duration, into: &mut Vec<Value>) {
+    let (mut cs, mut version) = (0u64, 0u64);
+    let mut ring_at: Option<tokio::time::Instant> = None;
+    loop {
+        let msg = match ring_at {
+            Some(at) => tokio::select! {
+                msg = recv(client, "result") => msg,
+                () = tokio::time::sleep_until(at) => {
+                    ring_at = None;
+                    cs += 1;
+                    client.act(room, cs, serde_json::json!({"type": "ring", "version": version}));
+                    continue;
+                }
+            },
+            None => recv(client, "result").await,
+        };
+        if matches!(msg["t"].as_str(), Some("sync" | "update")) && msg["view"]["phase"] == "playing" {
+            let view = &msg["view"];
+            version = view["tableVersion"].as_u64().unwrap_or(version);
+            if hg_five(view) {
+                // Seen now: the ring goes `after` from the first sight of a five.
+                ring_at.get_or_insert(tokio::time::Instant::now() + after);
+            } else {
+                ring_at = None;
+                if view["canFlip"] == true {
+                    cs += 1;
+                    client.act(room, cs, serde_json::json!({"type": "flip"}));
+                }
+            }
+        }
         let done = msg["t"] == "result";
         into.push(msg);
         if done {
@@ -130,10 +185,14 @@ pub async fn play(node: &Node, setup: Setup) -> Played {
         room.unsubscribe(Unsubscribe { session: human.session }).expect("the room takes the unsubscribe");
     }
 
+    if let Human::Reacts(ms) = setup.human {
+        react_until_result(&mut human, &room, Duration::from_millis(ms), &mut human_msgs).await;
+    }
     let mut spectator_msgs = Vec::new();
     until_result(&mut spectator, &mut spectator_msgs).await;
     match setup.human {
         Human::Silent => until_result(&mut human, &mut human_msgs).await,
+        Human::Reacts(_) => {}
         Human::LeavesAfter(_) => {
             human_msgs.extend(human.drain());
             assert!(
