@@ -27,6 +27,7 @@ const ASSETS: &[Asset] = &[
     Asset { name: "cockroach.js", content_type: JS, body: include_str!("../static/cockroach.js") },
     Asset { name: "tally.js", content_type: JS, body: include_str!("../static/tally.js") },
     Asset { name: "replay.js", content_type: JS, body: include_str!("../static/replay.js") },
+    Asset { name: "chat.js", content_type: JS, body: include_str!("../static/chat.js") },
     Asset { name: "sdk/index.js", content_type: JS, body: include_str!("../static/sdk/index.js") },
     Asset { name: "sdk/types.js", content_type: JS, body: include_str!("../static/sdk/types.js") },
     Asset { name: "sdk/http.js", content_type: JS, body: include_str!("../static/sdk/http.js") },

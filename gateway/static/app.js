@@ -7,6 +7,7 @@ import * as halli from './halli.js';
 import * as cockroach from './cockroach.js';
 import * as tally from './tally.js';
 import { showReplay } from './replay.js';
+import { chatOn, chatBar, showBubble } from './chat.js';
 
 const BOARDS = { 'halli-galli': halli, 'cockroach-poker': cockroach, tally };
 const app = document.getElementById('app');
@@ -213,6 +214,8 @@ async function showRoom(roomId) {
     seated() ? null : h('span', { class: 'spectating', id: 'spectating' }, '관전 중'));
 
   const call = (method, path, body) => api(method, path, body).catch((e) => toast(e.message));
+  // Quick chat: buttons for seated players of a room that has it (bubbles for everyone).
+  const chat = () => (seated() && chatOn(game, info) ? chatBar(game.chatPhrases, (key) => sock.chat(roomId, key)) : null);
   const renderWaiting = () => {
     board?.destroy?.();
     board = null;
@@ -246,6 +249,7 @@ async function showRoom(roomId) {
             location.hash = '#/';
           } }, '나가기') : null),
         isHost && short > 0 ? h('p', { class: 'muted', id: 'start-hint' }, `${need}명부터 시작할 수 있어요. ${short}명 더 모이거나 봇을 추가하세요.`) : null),
+      chat(),
       h('div', { class: 'panel' }, h('h3', {}, '옵션'), h('ul', { class: 'list' }, optLabels)),
       h('p', { class: 'muted' }, '친구에게 이 주소를 보내면 함께할 수 있어요: ', h('code', {}, location.href)),
     );
@@ -254,7 +258,7 @@ async function showRoom(roomId) {
   const ensureBoard = () => {
     if (board) return;
     boardNode = h('div', { id: 'board', 'data-game': info.game });
-    setScreen(head(), boardNode);
+    setScreen(head(), boardNode, chat());
     const mod = BOARDS[info.game];
     if (!mod) { boardNode.append(h('p', {}, '이 게임은 아직 화면이 없어요')); board = { update() {} }; return; }
     board = mod.mount(boardNode, {
@@ -344,6 +348,8 @@ async function showRoom(roomId) {
         if (msg.code !== 'late') toast(msg.reason);
       } else if (msg.t === 'ack') {
         board?.ack?.(msg);
+      } else if (msg.t === 'chat') {
+        showBubble(msg, { phrases: game?.chatPhrases, names: names(), me: s.userId });
       }
     },
     destroy() {

@@ -59,6 +59,9 @@ export class Socket {
     return p.cs;
   }
 
+  /** Sends a quick-chat phrase (a key of the game's `chatPhrases`); it comes back as `chat`. */
+  chat(room, phrase) { return this.conn.chat(room, phrase); }
+
   /** Drops the connection as a network failure would (tests, the "다시 연결" button). */
   drop() { this.conn.drop(); }
 
