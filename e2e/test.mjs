@@ -149,6 +149,11 @@ const state = {};
 async function halliGalli() {
   const page = await newPage();
   await login(page, '도윤', '01-login');
+  // The logo is a drawing that ships with the page, not an emoji that needs a font.
+  assert.equal(await page.locator('#home svg').count(), 1, 'the logo is an inline drawing');
+  assert.ok(!(await page.textContent('#home')).includes('🃏'));
+  // Korean breaks between words, never inside one; a long run still wraps.
+  assert.deepEqual(await page.evaluate(() => [getComputedStyle(document.body).wordBreak, getComputedStyle(document.body).overflowWrap]), ['keep-all', 'anywhere']);
   await shot(page, '02-lobby');
   await page.locator('#opts summary').click();
   await fitsAndApart(page, '#opts label.opt > *', 'the lobby options');
@@ -226,6 +231,8 @@ async function halliGalli() {
   await spec.waitForSelector('#result');
   assert.equal(await spec.locator('#to-replay').count(), 0);
   assert.ok(await spec.locator('#replay-note').isVisible());
+  // Halli Galli has no hands: the note gives the spectator no reason about hands.
+  assert.doesNotMatch(await spec.textContent('#replay-note'), /손패|hand/i);
 
   // Replay: first / previous / next / last, slider and keys.
   await page.click('#to-replay');
@@ -327,7 +334,24 @@ async function lateRingAttempt(page, myId) {
   const { before } = seen;
   const judged = await page.waitForFunction(() => document.querySelector('#hg-feedback')?.textContent.includes('늦었어요'), null, { timeout: 3000 })
     .then(() => true, () => false);
-  if (judged) await shot(page, '20-hg-late-ring');
+  if (judged) {
+    await shot(page, '20-hg-late-ring');
+    // "늦었어요" stays at least 1.5 s: another player's wrong bell right after it (a
+    // frame as the server sends it) must not replace it.
+    const texts = await page.evaluate(async (myId) => {
+      const s = window.__roomd.screen;
+      const other = s.view.order.find((id) => id !== myId);
+      s.onMsg({ t: 'update', room: s.room, view: s.view, events: [{ type: 'bell', player: other, correct: false }] });
+      const out = [];
+      const t0 = performance.now();
+      while (performance.now() - t0 < 1300) {
+        out.push(document.querySelector('#hg-feedback').textContent);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return out;
+    }, myId);
+    assert.ok(texts.every((t) => t.includes('늦었어요')), `the late message was replaced within 1.3 s: ${JSON.stringify(texts)}`);
+  }
   const after = (await view(page)).players[myId];
   assert.equal(after.wrong, 0, 'a late ring is not a wrong ring');
   // A penalty would take a card from my deck for each of the 5 others; a flip takes one.
@@ -394,6 +418,8 @@ async function cockroachPoker() {
       await page.click('#hand .cp-kind >> nth=0');
       assert.ok(await page.locator('#opponents .cp-opp.can-take').count() >= 1, 'who can take the card is highlighted');
       await page.click('#opponents .cp-opp:not([disabled]) >> nth=0');
+      // The rat is a shipped drawing, not an emoji that needs a colour emoji font.
+      assert.equal(await page.locator('#claims [data-claim="rat"] .kind-art svg').count(), 1, 'the rat is drawn');
       await page.click('#claims [data-claim="rat"]');
       if (!done.offer) await shot(page, '12-cp-offer');
       await page.click('#confirm');
@@ -416,6 +442,8 @@ async function cockroachPoker() {
         done.greyed = disabled >= 1;
         await page.click('#opponents .cp-opp:not([disabled]) >> nth=0');
         await page.click('#claims [data-claim="spider"]');
+        // The pass is confirmed with what is said, as an offer is.
+        assert.match(await page.textContent('#confirm'), /^확인: .+님에게 넘기며 "이건 거미야!"$/);
         await shot(page, '14-cp-pass');
         await page.click('#confirm');
         await until('the pass to land', async () => (await view(page)).holder !== myId, 5000);

@@ -312,7 +312,15 @@ async function showRoom(roomId) {
         seated() ? h('a', { href: `#/replay/${encodeURIComponent(result.gamePk)}` }, h('button', { id: 'to-replay', tabindex: -1 }, '▶ 다시보기')) : null,
         again,
         lobbyButton()),
-      seated() ? null : h('p', { class: 'muted', id: 'replay-note' }, '다시보기는 게임에 참가한 사람만 볼 수 있어요 (손패가 보이니까요).')));
+      seated() ? null : h('p', { class: 'muted', id: 'replay-note' }, replayNote[info.game] || replayNote.other)));
+  };
+
+  // Why a spectator gets no replay button. Halli Galli has no hands to hide: the
+  // spectator watched it all already, and replays are kept for the players' own games.
+  const replayNote = {
+    'cockroach-poker': '다시보기는 게임에 참가한 사람만 볼 수 있어요 (손패가 보이니까요).',
+    'halli-galli': '다시보기는 게임에 참가한 사람만 볼 수 있어요. 관전한 게임은 내 기록에 남지 않아요.',
+    other: '다시보기는 게임에 참가한 사람만 볼 수 있어요.',
   };
 
   // A new room with this game's options and as many bots; the others can join from the lobby.

@@ -101,7 +101,13 @@ export function mount(root, ctx) {
     ctx.act ? h('p', { class: 'muted hg-rule' }, '같은 과일이 정확히 5개면 종을 쳐요!',
       matchMedia('(hover: hover) and (pointer: fine)').matches ? h('span', { id: 'hg-keys' }, ' 스페이스 = 종, 엔터 = 뒤집기') : null) : null].filter(Boolean));
 
-  const show = (text, cls, ms = 1200) => {
+  // Until when the message on show may not be replaced: "늦었어요" has to be read, and
+  // a bot's "삐!" 0.9 s later used to wipe it (issue #59).
+  let holdUntil = 0;
+  const show = (text, cls, ms = 1200, hold = 0) => {
+    const now = performance.now();
+    if (now < holdUntil) return;
+    holdUntil = now + hold;
     feedback.textContent = text;
     feedback.className = `hg-feedback ${cls}`;
     clearTimeout(feedbackTimer);
@@ -312,7 +318,7 @@ export function mount(root, ctx) {
       // Who was quicker, when the last bell was a correct one by someone else.
       const b = view?.lastBell;
       const by = b && b.correct && b.player !== ctx.me && clock.now() - b.at < 3000 ? ` · ${nameOf(names, b.player)}님이 먼저 쳤어요` : '';
-      show(`늦었어요${by}`, 'late', 1500);
+      show(`늦었어요${by}`, 'late', 2000, 1500);
     },
     destroy() { cancelAnimationFrame(raf); window.removeEventListener('keydown', onKey); clearTimeout(feedbackTimer); },
   };

@@ -100,6 +100,19 @@ export function motion(el, frames, ms) {
   el.animate(frames, { duration: ms, easing: 'ease-out' });
 }
 
+/**
+ * The playing-card mark (the logo, the card a player holds), drawn here rather than as
+ * 🃏: without a colour emoji font that emoji is an outline (issue #59).
+ */
+export const CARD_SVG = '<svg class="card-art" viewBox="0 0 20 26" aria-hidden="true"><rect x="1.5" y="1.5" width="17" height="23" rx="2.6" fill="#fff" stroke="#d8342c" stroke-width="1.6"/><rect x="4" y="4" width="12" height="18" rx="1.4" fill="#fff3e3"/><path d="M10 7.2l1.7 3.5 3.8.5-2.8 2.6.7 3.8-3.4-1.8-3.4 1.8.7-3.8-2.8-2.6 3.8-.5z" fill="#ff8c1a"/></svg>';
+
+/** CARD_SVG as an element; `label` is read out instead of the picture. */
+export function cardArt(label) {
+  const el = h('span', { class: 'card-mark', role: 'img', 'aria-label': label, title: label });
+  el.innerHTML = CARD_SVG;
+  return el;
+}
+
 const AVATAR_COLOURS = ['#ff8c1a', '#2f6fd6', '#2e9d48', '#c2417a', '#7b3f9e', '#00897b', '#8d6e63', '#d8342c'];
 /** A round avatar: the name's first letter on a colour picked from the player's id. */
 export function avatar(id, name) {
