@@ -1,7 +1,7 @@
 // The roomd reference client: lobby, rooms, boards, results and replays. Hash routes:
 // #/ (lobby), #/room/{roomId}, #/replay/{gamePk}.
 
-import { h, toast, sound, clock, nameOf, nameTag, withNames } from './ui.js';
+import { h, toast, sound, clock, nameOf, nameTag, withNames, cancelFlights } from './ui.js';
 import { session, api, Socket } from './net.js';
 import * as halli from './halli.js';
 import * as cockroach from './cockroach.js';
@@ -61,6 +61,7 @@ function ensureSocket(s) {
 
 async function route() {
   toast.clear();
+  cancelFlights();
   current?.destroy?.();
   current = null;
   clearInterval(lobbyTimer);

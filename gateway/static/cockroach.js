@@ -4,7 +4,7 @@
 // the others'), and a move the server made for someone whose time ran out says so.
 // Read-only (no controls) in replays and for spectators.
 
-import { h, nameOf, clock, motion, avatar, cardArt } from './ui.js';
+import { h, nameOf, clock, motion, avatar, fly, cardArt } from './ui.js';
 
 export const KINDS = {
   cockroach: { emoji: '🪳', ko: '바퀴벌레' },
@@ -57,6 +57,11 @@ export function mount(root, ctx) {
   const who = (id) => (id === ctx.me ? '나' : `${nameOf(names, id)}님`);
   const subj = (id) => (id === ctx.me ? '내가' : `${nameOf(names, id)}님이`);
   const poss = (id) => (id === ctx.me ? '내' : `${nameOf(names, id)}님`);
+  // Where a player sits on this board: their box, or my hand when it is me.
+  const seatOf = (id) => root.querySelector(`.cp-opp[data-player="${CSS.escape(id)}"]`)
+    || (id === ctx.me ? root.querySelector('#hand') : null);
+  const frontOf = (id) => root.querySelector(`.cp-opp[data-player="${CSS.escape(id)}"] .badges`)
+    || (id === ctx.me ? root.querySelector('#my-front .badges') : null) || seatOf(id);
 
   // Countdowns: every element with data-deadline shows the seconds left, once a
   // quarter second (no re-render needed).
@@ -207,6 +212,16 @@ export function mount(root, ctx) {
       // The reveal turns the card over; a passed or offered card slides in.
       if ((events || []).some((e) => e.type === 'revealed')) motion(root.querySelector('#reveal'), [{ transform: 'rotateX(90deg)', opacity: 0 }, { transform: 'none', opacity: 1 }], 350);
       if ((events || []).some((e) => e.type === 'offered' || e.type === 'passed')) motion(root.querySelector('#claim'), [{ transform: 'translateY(-12px) scale(.9)', opacity: 0 }, { transform: 'none', opacity: 1 }], 300);
+      // Card flights (spec §9): a handed card goes from the giver's seat to the
+      // receiver's, face down; a revealed card goes face up to the front row of whoever
+      // takes it. (None in replays: scenes come without events.)
+      for (const e of events || []) {
+        if (e.type === 'offered' || e.type === 'passed') {
+          fly('cp-card', h('div', { class: 'cp-card' }, '?'), seatOf(e.from), seatOf(e.to));
+        } else if (e.type === 'revealed' && e.card) {
+          fly('cp-reveal', h('div', { class: 'cp-card face' }, kindIcon(e.card.kind)), root.querySelector('#reveal'), frontOf(e.takenBy), 650);
+        }
+      }
     },
     names(n) { names = n; render(); },
     destroy() { clearInterval(clockTimer); },

@@ -101,6 +101,49 @@ export function motion(el, frames, ms) {
 }
 
 /**
+ * A card flight (spec §9 of both games): `card` flies from the centre of `from` to the
+ * centre of `to` (elements on the page) and is removed when it lands. `kind` names the
+ * flight on the element (`data-flight`), so a test can tell the flights apart. Nothing
+ * flies when the player asked for less motion (the board already shows where the card
+ * is), or when an end is not on the page. Returns the Web Animation, or null.
+ */
+export function fly(kind, card, from, to, ms = 520) {
+  if (reduced.matches || !from || !to || !card.animate) return null;
+  const a = from.getBoundingClientRect();
+  const b = to.getBoundingClientRect();
+  if (!a.width || !b.width) return null;
+  card.classList.add('flight');
+  card.dataset.flight = kind;
+  card.setAttribute('aria-hidden', 'true');
+  document.body.append(card);
+  const w = card.offsetWidth;
+  const ht = card.offsetHeight;
+  const x0 = a.left + a.width / 2 - w / 2;
+  const y0 = a.top + a.height / 2 - ht / 2;
+  const dx = b.left + b.width / 2 - w / 2 - x0;
+  const dy = b.top + b.height / 2 - ht / 2 - y0;
+  card.style.left = `${x0}px`;
+  card.style.top = `${y0}px`;
+  const anim = card.animate([
+    { transform: 'translate(0, 0) scale(1)', opacity: 1 },
+    { transform: `translate(${dx * 0.5}px, ${dy * 0.5 - 24}px) scale(1.08)`, opacity: 1, offset: 0.5 },
+    { transform: `translate(${dx}px, ${dy}px) scale(.7)`, opacity: 0.6 },
+  ], { duration: ms, easing: 'ease-in-out' });
+  const done = () => card.remove();
+  anim.onfinish = done;
+  anim.oncancel = done;
+  return anim;
+}
+
+/** Ends every card flight at once (a new page opens: they belong to the last one). */
+export function cancelFlights() {
+  for (const el of document.querySelectorAll('.flight')) {
+    for (const a of el.getAnimations()) a.cancel();
+    el.remove();
+  }
+}
+
+/**
  * The playing-card mark (the logo, the card a player holds), drawn here rather than as
  * 🃏: without a colour emoji font that emoji is an outline (issue #59).
  */
