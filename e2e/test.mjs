@@ -298,6 +298,7 @@ async function halliGalli() {
   assert.ok(await spec.locator('#replay-note').isVisible());
   // Halli Galli has no hands: the note gives the spectator no reason about hands.
   assert.doesNotMatch(await spec.textContent('#replay-note'), /손패|hand/i);
+  await shot(spec, '07b-hg-result-spectator');
 
   // Replay: first / previous / next / last, slider and keys.
   await page.click('#to-replay');
@@ -591,6 +592,11 @@ async function cockroachFlightsAndReplayLabels() {
   assert.ok(!(await spec.textContent('#board')).includes('null'), `a stray null for the spectator: ${await spec.textContent('#board')}`);
   await shot(spec, '28-cp-spectator');
 
+  // One of my turns runs out (15 s) at the start, before the game can end: the server
+  // moves for me.
+  await until('my turn', async () => { const v = await view(page); return v && !v.loser && (v.holder || v.starter) === myId; }, 20000);
+  await page.waitForSelector('#cp-auto', { timeout: 20000 });
+
   // The flights, held half-way for the screenshots, at 390×844 then 1280×800.
   for (const size of SIZES) {
     await page.setViewportSize(size);
@@ -618,13 +624,6 @@ async function cockroachFlightsAndReplayLabels() {
     return false;
   }, 60000);
 
-  // One of my turns runs out (15 s): the server moves for me.
-  let timedOut = false;
-  if (!(await roomResult(page))) {
-    await until('my turn', async () => { const v = await view(page); return (await roomResult(page)) || (v && !v.loser && (v.holder || v.starter) === myId); }, 20000);
-    await page.waitForSelector('#cp-auto, #result', { timeout: 20000 });
-    timedOut = (await page.locator('#cp-auto').count()) > 0;
-  }
   await until('the game to end', async () => { if (await roomResult(page)) return true; await move(); return false; }, 150000);
   await page.waitForSelector('#result');
   await page.click('#to-replay');
@@ -649,11 +648,9 @@ async function cockroachFlightsAndReplayLabels() {
   // Every step by the bot is a bot step; the timeout is mine and labelled as one.
   assert.ok(steps.every((x) => x.actor !== steps[botAt].actor || x.kind === 'bot'), 'a bot move labelled otherwise');
   const timeoutAt = steps.findIndex((x) => x.kind === 'auto' && x.actor === myId);
-  if (timedOut) {
-    assert.ok(timeoutAt > 0, `my turn ran out but the replay has no timeout step: ${JSON.stringify(steps.map((x) => x.kind))}`);
-    assert.match(await label(timeoutAt), /님 \(시간이 지나 자동으로\)/);
-    await shot(page, '31-cp-replay-timeout-step');
-  }
+  assert.ok(timeoutAt > 0, `my turn ran out but the replay has no timeout step: ${JSON.stringify(steps.map((x) => x.kind))}`);
+  assert.match(await label(timeoutAt), /님 \(시간이 지나 자동으로\)/);
+  await shot(page, '31-cp-replay-timeout-step');
 }
 
 /** With reduced motion asked, no card flies (the boards still show where cards went). */
