@@ -155,6 +155,73 @@ async function operatorKicksAndCloses() {
   for (const p of [host, guest, ops]) assert.deepEqual(p.errors, [], 'page errors');
 }
 
+/** At 390 px: the page does not scroll sideways and every table header is one line. */
+async function fitsPhone(ops, what) {
+  const l = await ops.evaluate(() => ({
+    scroll: document.scrollingElement.scrollWidth,
+    width: window.innerWidth,
+    wrapped: [...document.querySelectorAll('th')].filter((th) => th.textContent.trim() && th.getClientRects().length).filter((th) => {
+      const r = document.createRange();
+      r.selectNodeContents(th);
+      return new Set([...r.getClientRects()].map((x) => Math.round(x.top))).size > 1;
+    }).map((th) => th.textContent),
+  }));
+  assert.ok(l.scroll <= l.width, `${what}: the page is ${l.scroll}px wide at ${l.width}px`);
+  assert.deepEqual(l.wrapped, [], `${what}: headers on more than one line`);
+}
+
+/**
+ * An operator closes a waiting room from a phone (issue #59): a wrong token's warning is
+ * gone after the right one, the console says the room is closed (not a red "없는 방이에요"),
+ * and the host's waiting room says it is closed, with 시작 disabled.
+ */
+async function closeWaitingRoomOnPhone() {
+  const host = await newPage();
+  await login(host, '방장2');
+  await host.goto(base + '/?dev#/');
+  await host.waitForSelector('#create');
+  await host.selectOption('#game', 'tally');
+  await host.click('#create');
+  await host.waitForSelector('#seats');
+  const room = await host.evaluate(() => window.__roomd.screen.room);
+  assert.ok(await host.locator('#start').isEnabled());
+
+  const ops = await newPage({ width: 390, height: 844 }, { ops: true });
+  await ops.goto(base + '/admin');
+  await ops.fill('#token', 'a-mistyped-token');
+  await ops.click('#token-save');
+  await ops.waitForFunction(() => document.querySelector('#status').textContent.includes('토큰'));
+  await ops.waitForSelector('#login:not([hidden])');
+  await ops.fill('#token', ADMIN);
+  await ops.click('#token-save');
+  const row = ops.locator(`#rooms tbody tr[data-room="${room}"]`);
+  await row.waitFor();
+  await ops.waitForFunction(() => Number(document.body.dataset.refreshed) > 0);
+  assert.doesNotMatch(await ops.textContent('#status'), /토큰이 필요/, 'the last token\'s warning is still shown');
+  await fitsPhone(ops, 'the console');
+  await ops.screenshot({ path: path.join(SHOTS, 'admin-05-console-390.png'), fullPage: true });
+  await row.click();
+  await ops.waitForSelector('#detail:not([hidden])');
+  await fitsPhone(ops, 'the console with a room open');
+  await ops.fill('#d-reason', '점검');
+  await ops.click('#d-close');
+  await ops.click('#confirm-yes');
+  await ops.waitForFunction(() => document.querySelector('#detail').hidden);
+  // Two refreshes later the console still says the room is closed, not an error.
+  const at = Number(await ops.evaluate(() => document.body.dataset.refreshed));
+  await ops.waitForFunction((t) => Number(document.body.dataset.refreshed) > t + 2000, at, { timeout: 10000 });
+  const st = await ops.evaluate(() => ({ text: document.querySelector('#status').textContent, error: document.querySelector('#status').classList.contains('error') }));
+  assert.ok(!st.error && /닫았어요/.test(st.text) && !/없는 방/.test(st.text), `the console after the close: ${JSON.stringify(st)}`);
+  await ops.screenshot({ path: path.join(SHOTS, 'admin-06-console-after-close-390.png'), fullPage: true });
+
+  // The host's waiting room is marked closed, and 시작 cannot be pressed.
+  await host.waitForSelector('#room-closed');
+  assert.match(await host.textContent('#room-closed'), /닫혔어요.*점검/);
+  assert.ok(await host.locator('#start').isDisabled(), '시작 is still enabled in a closed room');
+  await host.screenshot({ path: path.join(SHOTS, 'admin-07-player-waiting-room-closed.png') });
+  for (const p of [host, ops]) assert.deepEqual(p.errors, [], 'page errors');
+}
+
 async function wrongTokenIsRefused() {
   const ops = await newPage({ width: 1280, height: 900 }, { ops: true });
   await ops.goto(base + '/admin');
@@ -168,6 +235,7 @@ async function wrongTokenIsRefused() {
 const TESTS = [
   ['admin console: an operator kicks a player and closes a running room', operatorKicksAndCloses],
   ['admin console: a wrong token gets nothing', wrongTokenIsRefused],
+  ['admin console on a phone: a waiting room closed, seen on the console and by its host', closeWaitingRoomOnPhone],
 ];
 
 let failed = 0;

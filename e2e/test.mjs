@@ -136,6 +136,63 @@ async function addBotsAndStart(page, n, shotName, start = true) {
 
 const me = (page) => page.evaluate(() => JSON.parse(localStorage.getItem('roomd.session')).userId);
 
+/**
+ * Card flights (spec §9): records every Element.animate on an element with a
+ * data-flight in window.__flights. Set window.__hold to a flight's name and the next
+ * such flight stops half-way (window.__held), for a screenshot of the card in the air.
+ */
+async function hookFlights(page) {
+  await page.addInitScript(() => {
+    window.__flights = [];
+    window.__hold = null;
+    window.__held = null;
+    const animate = Element.prototype.animate;
+    Element.prototype.animate = function (frames, opts) {
+      const a = animate.call(this, frames, opts);
+      const kind = this.dataset?.flight;
+      if (kind) {
+        window.__flights.push(kind);
+        if (window.__hold === kind) {
+          window.__hold = null;
+          a.pause();
+          a.currentTime = (typeof opts === 'number' ? opts : opts.duration) / 2;
+          window.__held = a;
+        }
+      }
+      return a;
+    };
+  });
+}
+
+const flights = (page) => page.evaluate(() => window.__flights || []);
+
+/**
+ * Holds the next `kind` flight half-way while `step` (called until the flight runs)
+ * plays on, checks the flying card is on screen, takes `name`, and lets it land.
+ */
+async function catchFlight(page, kind, name, step, ms = 60000) {
+  await page.evaluate((k) => { window.__hold = k; window.__held = null; }, kind);
+  await until(`a ${kind} flight`, async () => {
+    if (await page.evaluate(() => !!window.__held)) return true;
+    await step();
+    return false;
+  }, ms);
+  const box = await page.locator(`.flight[data-flight="${kind}"]`).first().boundingBox();
+  const size = page.viewportSize();
+  assert.ok(box && box.x >= -1 && box.x + box.width <= size.width + 1 && box.y >= -1 && box.y + box.height <= size.height + 1,
+    `the ${kind} card flies on screen: ${JSON.stringify(box)}`);
+  await shot(page, name);
+  await page.evaluate(() => { window.__held.finish(); window.__held = null; });
+}
+
+/** One wrong ring of mine (Space on a table without five), when the bell can be rung. */
+async function wrongRing(page) {
+  const v = await view(page);
+  if (!v || v.phase !== 'playing' || fiveOnTable(v) || !(await page.locator('#bell').isEnabled())) return;
+  await page.keyboard.press('Space');
+  await page.waitForTimeout(150);
+}
+
 function fiveOnTable(v) {
   const t = {};
   for (const p of Object.values(v.players)) if (p.top && p.active) t[p.top.fruit] = (t[p.top.fruit] || 0) + p.top.count;
@@ -148,7 +205,13 @@ const state = {};
 
 async function halliGalli() {
   const page = await newPage();
+  await hookFlights(page);
   await login(page, '도윤', '01-login');
+  // The logo is a drawing that ships with the page, not an emoji that needs a font.
+  assert.equal(await page.locator('#home svg').count(), 1, 'the logo is an inline drawing');
+  assert.ok(!(await page.textContent('#home')).includes('🃏'));
+  // Korean breaks between words, never inside one; a long run still wraps.
+  assert.deepEqual(await page.evaluate(() => [getComputedStyle(document.body).wordBreak, getComputedStyle(document.body).overflowWrap]), ['keep-all', 'anywhere']);
   await shot(page, '02-lobby');
   await page.locator('#opts summary').click();
   await fitsAndApart(page, '#opts label.opt > *', 'the lobby options');
@@ -200,6 +263,13 @@ async function halliGalli() {
   await until('flip after reload', async () => (await view(page)).tableVersion > vt.tableVersion, 5000);
   await shot(page, '06-hg-after-reload');
 
+  // A wrong ring's penalty card flies from my pile to the bot's (spec §9), at both sizes.
+  await catchFlight(page, 'hg-penalty', '25-hg-penalty-flight-390', () => wrongRing(page));
+  await page.setViewportSize(DESKTOP);
+  await page.waitForTimeout(150);
+  await catchFlight(page, 'hg-penalty', '25-hg-penalty-flight-1280', () => wrongRing(page));
+  await page.setViewportSize(PHONE);
+
   // Ring wrongly on purpose (Space, then clicks) until I am knocked out: the game ends.
   let rings = 0;
   await until('the game to end', async () => {
@@ -226,6 +296,9 @@ async function halliGalli() {
   await spec.waitForSelector('#result');
   assert.equal(await spec.locator('#to-replay').count(), 0);
   assert.ok(await spec.locator('#replay-note').isVisible());
+  // Halli Galli has no hands: the note gives the spectator no reason about hands.
+  assert.doesNotMatch(await spec.textContent('#replay-note'), /손패|hand/i);
+  await shot(spec, '07b-hg-result-spectator');
 
   // Replay: first / previous / next / last, slider and keys.
   await page.click('#to-replay');
@@ -327,7 +400,24 @@ async function lateRingAttempt(page, myId) {
   const { before } = seen;
   const judged = await page.waitForFunction(() => document.querySelector('#hg-feedback')?.textContent.includes('늦었어요'), null, { timeout: 3000 })
     .then(() => true, () => false);
-  if (judged) await shot(page, '20-hg-late-ring');
+  if (judged) {
+    await shot(page, '20-hg-late-ring');
+    // "늦었어요" stays at least 1.5 s: another player's wrong bell right after it (a
+    // frame as the server sends it) must not replace it.
+    const texts = await page.evaluate(async (myId) => {
+      const s = window.__roomd.screen;
+      const other = s.view.order.find((id) => id !== myId);
+      s.onMsg({ t: 'update', room: s.room, view: s.view, events: [{ type: 'bell', player: other, correct: false }] });
+      const out = [];
+      const t0 = performance.now();
+      while (performance.now() - t0 < 1300) {
+        out.push(document.querySelector('#hg-feedback').textContent);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return out;
+    }, myId);
+    assert.ok(texts.every((t) => t.includes('늦었어요')), `the late message was replaced within 1.3 s: ${JSON.stringify(texts)}`);
+  }
   const after = (await view(page)).players[myId];
   assert.equal(after.wrong, 0, 'a late ring is not a wrong ring');
   // A penalty would take a card from my deck for each of the 5 others; a flip takes one.
@@ -394,6 +484,8 @@ async function cockroachPoker() {
       await page.click('#hand .cp-kind >> nth=0');
       assert.ok(await page.locator('#opponents .cp-opp.can-take').count() >= 1, 'who can take the card is highlighted');
       await page.click('#opponents .cp-opp:not([disabled]) >> nth=0');
+      // The rat is a shipped drawing, not an emoji that needs a colour emoji font.
+      assert.equal(await page.locator('#claims [data-claim="rat"] .kind-art svg').count(), 1, 'the rat is drawn');
       await page.click('#claims [data-claim="rat"]');
       if (!done.offer) await shot(page, '12-cp-offer');
       await page.click('#confirm');
@@ -416,6 +508,8 @@ async function cockroachPoker() {
         done.greyed = disabled >= 1;
         await page.click('#opponents .cp-opp:not([disabled]) >> nth=0');
         await page.click('#claims [data-claim="spider"]');
+        // The pass is confirmed with what is said, as an offer is.
+        assert.match(await page.textContent('#confirm'), /^확인: .+님에게 넘기며 "이건 거미야!"$/);
         await shot(page, '14-cp-pass');
         await page.click('#confirm');
         await until('the pass to land', async () => (await view(page)).holder !== myId, 5000);
@@ -471,6 +565,121 @@ async function cockroachPoker() {
   await page.keyboard.press('Home');
   await page.locator('#board .cp-opp >> nth=0').click({ force: true });
   await shot(page, '22-cp-replay');
+}
+
+/**
+ * Cockroach Poker, one on one with a bot (issue #59): the handed card and the revealed
+ * card fly at both sizes; a spectator sees no stray "null"; the last round's reveal is
+ * marked stale once a new card is on offer; one of my turns runs out; and the replay
+ * labels the bot's own moves as the bot's and the timeout as a timeout.
+ */
+async function cockroachFlightsAndReplayLabels() {
+  const page = await newPage(PHONE);
+  await hookFlights(page);
+  await login(page, '민준');
+  const room = await createRoom(page, 'cockroach-poker', { loseCount: 3, turnSeconds: 15 });
+  await addBotsAndStart(page, 1);
+  await page.waitForSelector('#opponents');
+  const myId = await me(page);
+  const move = async () => { const v = await view(page); if (v?.hand && !v.loser && !(await roomResult(page))) await quickCockroachMove(page, v, myId); };
+
+  // A spectator: "관전 중이에요…" and no literal null under it.
+  const spec = await newPage(PHONE);
+  await login(spec, '구경꾼');
+  await spec.goto(`${base}/#/room/${room}`);
+  await spec.waitForSelector('#cp-controls');
+  assert.match(await spec.textContent('#cp-controls'), /관전 중이에요/);
+  assert.ok(!(await spec.textContent('#board')).includes('null'), `a stray null for the spectator: ${await spec.textContent('#board')}`);
+  await shot(spec, '28-cp-spectator');
+
+  // One of my turns runs out (15 s) at the start, before the game can end: the server
+  // moves for me.
+  await until('my turn', async () => { const v = await view(page); return v && !v.loser && (v.holder || v.starter) === myId; }, 20000);
+  await page.waitForSelector('#cp-auto', { timeout: 20000 });
+
+  // The flights, held half-way for the screenshots, at 390×844 then 1280×800.
+  for (const size of SIZES) {
+    await page.setViewportSize(size);
+    await page.waitForTimeout(150);
+    await catchFlight(page, 'cp-card', `26-cp-card-flight-${size.width}`, move);
+    await catchFlight(page, 'cp-reveal', `27-cp-reveal-flight-${size.width}`, move);
+  }
+  await page.setViewportSize(PHONE);
+  const seen = await flights(page);
+  assert.ok(seen.includes('cp-card') && seen.includes('cp-reveal'), `flights: ${seen}`);
+
+  // Once a new card is on offer, the last reveal is marked as the last round's.
+  await until('a new offer after a reveal', async () => {
+    const s = await page.evaluate(() => {
+      const v = window.__roomd.screen?.view;
+      const r = document.querySelector('#reveal');
+      return v && { offer: !!v.holder && !!v.lastReveal && !v.loser, past: r?.classList.contains('past'), text: r?.textContent || '' };
+    });
+    if (s?.offer) {
+      assert.ok(s.past && s.text.startsWith('지난 판'), `the last reveal during a new offer: ${JSON.stringify(s)}`);
+      await shot(page, '29-cp-stale-reveal');
+      return true;
+    }
+    await move();
+    return false;
+  }, 60000);
+
+  await until('the game to end', async () => { if (await roomResult(page)) return true; await move(); return false; }, 150000);
+  await page.waitForSelector('#result');
+  await page.click('#to-replay');
+  await page.waitForSelector('#rp-label');
+  // The last game's flights do not follow onto the replay.
+  assert.equal(await page.locator('.flight').count(), 0, 'a card still flies on the replay page');
+  const { steps, bots } = await page.evaluate(async () => {
+    const pk = decodeURIComponent(location.hash.split('/').pop());
+    const token = JSON.parse(localStorage.getItem('roomd.session')).token;
+    const rep = await (await fetch(`/api/replays/${encodeURIComponent(pk)}`, { headers: { Authorization: `Bearer ${token}` } })).json();
+    const games = await (await fetch('/api/me/games?limit=5', { headers: { Authorization: `Bearer ${token}` } })).json();
+    return { steps: rep.steps, bots: games.find((g) => g.gamePk === pk)?.players.filter((id) => id.startsWith('bot')) ?? [] };
+  });
+  const label = async (i) => { await page.locator('#rp-slider').fill(String(i)); return page.textContent('#rp-step'); };
+  const botAt = steps.findIndex((x) => x.kind === 'bot');
+  assert.ok(botAt > 0, `no bot step in the replay: ${JSON.stringify(steps.map((x) => x.kind))}`);
+  assert.ok(bots.length === 0 || bots.includes(steps[botAt].actor), `the bot step's actor ${steps[botAt].actor} is a bot (${bots})`);
+  const botLabel = await label(botAt);
+  assert.match(botLabel, /님 \(봇\)/);
+  assert.doesNotMatch(botLabel, /시간이 지나/);
+  await shot(page, '30-cp-replay-bot-step');
+  // Every step by the bot is a bot step; the timeout is mine and labelled as one.
+  assert.ok(steps.every((x) => x.actor !== steps[botAt].actor || x.kind === 'bot'), 'a bot move labelled otherwise');
+  const timeoutAt = steps.findIndex((x) => x.kind === 'auto' && x.actor === myId);
+  assert.ok(timeoutAt > 0, `my turn ran out but the replay has no timeout step: ${JSON.stringify(steps.map((x) => x.kind))}`);
+  assert.match(await label(timeoutAt), /님 \(시간이 지나 자동으로\)/);
+  await shot(page, '31-cp-replay-timeout-step');
+}
+
+/** With reduced motion asked, no card flies (the boards still show where cards went). */
+async function reducedMotionNoFlights() {
+  const page = await newPage(PHONE);
+  await page.emulateMedia({ reducedMotion: 'reduce' });
+  await hookFlights(page);
+  await login(page, '지아');
+  assert.ok(await page.evaluate(() => matchMedia('(prefers-reduced-motion: reduce)').matches));
+  const myId = await me(page);
+  // Halli Galli: a wrong ring of mine gives the bot a penalty card.
+  await createRoom(page, 'halli-galli', { wrongRingLockoutMs: 0, flipGuardMs: 400 });
+  await addBotsAndStart(page, 1);
+  await until('a penalty of mine', async () => { if ((await view(page))?.players?.[myId]?.wrong > 0) return true; await wrongRing(page); return false; }, 30000);
+  await page.waitForTimeout(600);
+  // Cockroach Poker: an offer and a reveal.
+  await page.goto(base + '/#/');
+  await page.waitForSelector('#create');
+  await createRoom(page, 'cockroach-poker', { loseCount: 3 });
+  await addBotsAndStart(page, 1);
+  await until('a reveal', async () => {
+    const v = await view(page);
+    if ((await roomResult(page)) || v?.lastReveal) return true;
+    if (v?.hand && !v.loser) await quickCockroachMove(page, v, myId);
+    return false;
+  }, 60000);
+  await page.waitForTimeout(600);
+  assert.deepEqual(await flights(page), [], 'a card flew with reduced motion asked');
+  assert.equal(await page.locator('.flight').count(), 0);
 }
 
 async function tally() {
@@ -639,6 +848,8 @@ const TESTS = [
   ['halli galli: lobby, bots, flips by key and click, spectate, reload, play to the end, replay', halliGalli],
   ['halli galli: a ring a moment after a bot took the five is judged late, not wrong (1280×800)', halliGalliLateRing],
   ['cockroach poker: offer, peek+pass, call, reload and reconnect mid-game, the end, a read-only replay', cockroachPoker],
+  ['cockroach poker: card flights at both sizes, a spectator, a stale reveal, a timeout, bot moves in the replay', cockroachFlightsAndReplayLabels],
+  ['reduced motion: no card flies in either game', reducedMotionNoFlights],
   ['tally: the example board plays to its target', tally],
   ['a wide or right-to-left name breaks neither the lobby nor a board; countdowns and a timeout the server acts on', hostileNames],
 ];

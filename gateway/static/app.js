@@ -1,7 +1,7 @@
 // The roomd reference client: lobby, rooms, boards, results and replays. Hash routes:
 // #/ (lobby), #/room/{roomId}, #/replay/{gamePk}.
 
-import { h, toast, sound, clock, nameOf, nameTag, withNames } from './ui.js';
+import { h, toast, sound, clock, nameOf, nameTag, withNames, cancelFlights } from './ui.js';
 import { session, api, Socket } from './net.js';
 import * as halli from './halli.js';
 import * as cockroach from './cockroach.js';
@@ -62,6 +62,7 @@ function ensureSocket(s) {
 
 async function route() {
   toast.clear();
+  cancelFlights();
   current?.destroy?.();
   current = null;
   clearInterval(lobbyTimer);
@@ -208,6 +209,9 @@ async function showRoom(roomId) {
   let boardNode = null;
   let result = null;
   let knockedOut = '';
+  // Set when an operator closed the room ({"t":"error","code":"room_closed"}): the room
+  // is gone, so nothing here may be pressed any more.
+  let closed = null;
   const names = () => Object.fromEntries(info.seats.map((x) => [x.userId, x.name]));
   const seated = () => info.seats.some((x) => x.userId === s.userId);
   const head = () => h('div', { class: 'row' }, h('h2', { class: 'grow' }, gameName(info.game)),
@@ -230,28 +234,30 @@ async function showRoom(roomId) {
     const short = Math.max(0, need - info.seats.length);
     setScreen(
       head(),
+      closed ? h('div', { class: 'panel room-closed', id: 'room-closed', role: 'status' },
+        h('b', {}, '이 방은 닫혔어요. '), closed, h('div', { style: 'margin-top:.5rem' }, lobbyButton('closed-to-lobby'))) : null,
       h('div', { class: 'panel' }, h('h3', {}, `자리 (${info.seats.length}/${info.maxPlayers ?? game.maxPlayers})`),
         h('ul', { class: 'list', id: 'seats' }, info.seats.map((x) => h('li', { 'data-user': x.userId },
           h('span', { class: 'grow' }, x.bot ? '🤖 ' : '🙂 ', nameTag(x.name), x.userId === s.userId ? ' (나)' : ''),
           x.userId === info.host ? h('span', { class: 'tag' }, '방장') : null,
           x.bot ? h('span', { class: 'tag' }, '봇') : null,
-          isHost && x.bot ? h('button', {
+          isHost && x.bot && !closed ? h('button', {
             class: 'ghost remove-bot', title: '이 봇 빼기', 'aria-label': `${x.name} 빼기`,
             onclick: () => call('DELETE', `/api/rooms/${roomId}/seats/${encodeURIComponent(x.userId)}`),
           }, '✕') : null))),
         h('div', { class: 'row', style: 'margin-top:.5rem' },
-          !seated() && !full ? h('button', { id: 'sit', onclick: () => call('POST', `/api/rooms/${roomId}/seats`, {}) }, '참가') : null,
-          isHost && !full ? h('button', { id: 'add-bot', class: 'sec', onclick: () => call('POST', `/api/rooms/${roomId}/seats`, { bot: true }) }, '🤖 봇 추가') : null,
-          isHost ? h('button', { id: 'start', disabled: short > 0,
+          !seated() && !full && !closed ? h('button', { id: 'sit', onclick: () => call('POST', `/api/rooms/${roomId}/seats`, {}) }, '참가') : null,
+          isHost && !full && !closed ? h('button', { id: 'add-bot', class: 'sec', onclick: () => call('POST', `/api/rooms/${roomId}/seats`, { bot: true }) }, '🤖 봇 추가') : null,
+          isHost ? h('button', { id: 'start', disabled: short > 0 || !!closed,
             onclick: () => call('POST', `/api/rooms/${roomId}/start`) }, '시작') : h('span', { class: 'muted' }, '방장이 시작하기를 기다리는 중…'),
-          seated() ? h('button', { id: 'leave', class: 'ghost', onclick: async () => {
+          seated() && !closed ? h('button', { id: 'leave', class: 'ghost', onclick: async () => {
             await call('DELETE', `/api/rooms/${roomId}/seats/me`);
             location.hash = '#/';
           } }, '나가기') : null),
-        isHost && short > 0 ? h('p', { class: 'muted', id: 'start-hint' }, `${need}명부터 시작할 수 있어요. ${short}명 더 모이거나 봇을 추가하세요.`) : null),
-      chat(),
+        isHost && short > 0 && !closed ? h('p', { class: 'muted', id: 'start-hint' }, `${need}명부터 시작할 수 있어요. ${short}명 더 모이거나 봇을 추가하세요.`) : null),
+      closed ? null : chat(),
       h('div', { class: 'panel' }, h('h3', {}, '옵션'), h('ul', { class: 'list' }, optLabels)),
-      h('p', { class: 'muted' }, '친구에게 이 주소를 보내면 함께할 수 있어요: ', h('code', {}, location.href)),
+      closed ? null : h('p', { class: 'muted' }, '친구에게 이 주소를 보내면 함께할 수 있어요: ', h('code', {}, location.href)),
     );
   };
 
@@ -311,7 +317,15 @@ async function showRoom(roomId) {
         seated() ? h('a', { href: `#/replay/${encodeURIComponent(result.gamePk)}` }, h('button', { id: 'to-replay', tabindex: -1 }, '▶ 다시보기')) : null,
         again,
         lobbyButton()),
-      seated() ? null : h('p', { class: 'muted', id: 'replay-note' }, '다시보기는 게임에 참가한 사람만 볼 수 있어요 (손패가 보이니까요).')));
+      seated() ? null : h('p', { class: 'muted', id: 'replay-note' }, replayNote[info.game] || replayNote.other)));
+  };
+
+  // Why a spectator gets no replay button. Halli Galli has no hands to hide: the
+  // spectator watched it all already, and replays are kept for the players' own games.
+  const replayNote = {
+    'cockroach-poker': '다시보기는 게임에 참가한 사람만 볼 수 있어요 (손패가 보이니까요).',
+    'halli-galli': '다시보기는 게임에 참가한 사람만 볼 수 있어요. 관전한 게임은 내 기록에 남지 않아요.',
+    other: '다시보기는 게임에 참가한 사람만 볼 수 있어요.',
   };
 
   // A new room with this game's options and as many bots; the others can join from the lobby.
@@ -350,6 +364,10 @@ async function showRoom(roomId) {
         board?.ack?.(msg);
       } else if (msg.t === 'chat') {
         showBubble(msg, { phrases: game?.chatPhrases, names: names(), me: s.userId });
+      } else if (msg.t === 'error' && msg.code === 'room_closed' && !result) {
+        // A running game ends with a result frame; a waiting room only gets this error.
+        closed = msg.reason || '운영자가 방을 닫았어요';
+        if (!board) renderWaiting();
       }
     },
     destroy() {

@@ -4,19 +4,29 @@
 // the others'), and a move the server made for someone whose time ran out says so.
 // Read-only (no controls) in replays and for spectators.
 
-import { h, nameOf, clock, motion, avatar } from './ui.js';
+import { h, nameOf, clock, motion, avatar, fly, cardArt } from './ui.js';
 
 export const KINDS = {
   cockroach: { emoji: '🪳', ko: '바퀴벌레' },
   bat: { emoji: '🦇', ko: '박쥐' },
   fly: { emoji: '🪰', ko: '파리' },
   toad: { emoji: '🐸', ko: '두꺼비' },
-  rat: { emoji: '🐭', ko: '쥐' },
+  // The rat ships as a drawing (issue #59): without a colour emoji font 🐭 drew as an
+  // outline that read as a different animal.
+  rat: { emoji: '🐭', ko: '쥐', svg: '<circle cx="6" cy="6.5" r="3.6" fill="#b0a8a0"/><circle cx="18" cy="6.5" r="3.6" fill="#b0a8a0"/><circle cx="6" cy="6.5" r="2" fill="#f2b8c6"/><circle cx="18" cy="6.5" r="2" fill="#f2b8c6"/><ellipse cx="12" cy="14" rx="7.5" ry="7" fill="#cbc4bc"/><circle cx="9.2" cy="12.6" r="1.1" fill="#222"/><circle cx="14.8" cy="12.6" r="1.1" fill="#222"/><circle cx="12" cy="16.4" r="1.3" fill="#e5668a"/><path d="M3.5 15.5l5 .3M3.8 18.2l4.8-1.2M20.5 15.5l-5 .3M20.2 18.2l-4.8-1.2" stroke="#6b6b6b" stroke-width=".6"/>' },
   scorpion: { emoji: '🦂', ko: '전갈' },
   spider: { emoji: '🕷️', ko: '거미' },
   stinkbug: { emoji: '🪲', ko: '노린재' },
 };
-const kindLabel = (k) => `${KINDS[k]?.emoji || ''} ${KINDS[k]?.ko || k}`;
+/** A kind's picture: the shipped drawing where there is one, else its emoji. */
+export function kindIcon(k) {
+  const art = KINDS[k]?.svg;
+  if (!art) return KINDS[k]?.emoji || k;
+  const el = h('span', { class: 'kind-art', 'data-art': k, role: 'img', 'aria-label': KINDS[k].ko });
+  el.innerHTML = `<svg viewBox="0 0 24 24" aria-hidden="true">${art}</svg>`;
+  return el;
+}
+const kindLabel = (k) => [kindIcon(k), ` ${KINDS[k]?.ko || k}`];
 /** Seconds at or under which a countdown turns red. */
 const HURRY_S = 5;
 
@@ -26,7 +36,7 @@ function badges(front, loseCount) {
       class: `badge ${n >= loseCount - 1 ? 'danger' : n >= Math.max(2, loseCount - 2) ? 'warn' : ''}`,
       title: n >= loseCount - 1 ? `${loseCount}장 모이면 져요!` : '',
       'data-kind': k,
-    }, `${KINDS[k]?.emoji || k} ${n}`)));
+    }, kindIcon(k), ` ${n}`)));
 }
 
 /** Whose move the game waits for (null once it is over). */
@@ -47,6 +57,11 @@ export function mount(root, ctx) {
   const who = (id) => (id === ctx.me ? '나' : `${nameOf(names, id)}님`);
   const subj = (id) => (id === ctx.me ? '내가' : `${nameOf(names, id)}님이`);
   const poss = (id) => (id === ctx.me ? '내' : `${nameOf(names, id)}님`);
+  // Where a player sits on this board: their box, or my hand when it is me.
+  const seatOf = (id) => root.querySelector(`.cp-opp[data-player="${CSS.escape(id)}"]`)
+    || (id === ctx.me ? root.querySelector('#hand') : null);
+  const frontOf = (id) => root.querySelector(`.cp-opp[data-player="${CSS.escape(id)}"] .badges`)
+    || (id === ctx.me ? root.querySelector('#my-front .badges') : null) || seatOf(id);
 
   // Countdowns: every element with data-deadline shows the seconds left, once a
   // quarter second (no re-render needed).
@@ -85,7 +100,7 @@ export function mount(root, ctx) {
       disabled: !readOnly && choosingTarget && !targetOk(id),
       onclick: () => { if (choosingTarget && targetOk(id)) { pick.to = id; render(); } },
     },
-    h('div', { class: 'name' }, avatar(id, names[id]), nameOf(names, id), v.starter === id && !v.holder ? ' ✋' : '', v.holder === id ? ' 🃏' : '', v.loser === id ? ' 😵' : ''),
+    h('div', { class: 'name' }, avatar(id, names[id]), nameOf(names, id), v.starter === id && !v.holder ? ' ✋' : '', v.holder === id ? [' ', cardArt('holding')] : '', v.loser === id ? ' 😵' : ''),
     h('div', { class: 'muted' }, `손패 ${v.handCounts[id]}장`, waiting === id && deadline ? countdown(deadline, ' · ⏱ ', { class: 'opp-clock' }) : null),
     badges(v.fronts[id], v.loseCount)));
 
@@ -101,18 +116,19 @@ export function mount(root, ctx) {
     if (v.holder && v.claim) {
       const from = v.lastPasser || v.starter;
       center.append(
-        v.card ? h('div', { class: 'cp-card face', id: 'cp-card', title: KINDS[v.card.kind]?.ko }, KINDS[v.card.kind]?.emoji || '?') : h('div', { class: 'cp-card' }, '?'),
+        v.card ? h('div', { class: 'cp-card face', id: 'cp-card', title: KINDS[v.card.kind]?.ko }, kindIcon(v.card.kind)) : h('div', { class: 'cp-card', id: 'cp-card' }, '?'),
         h('div', { class: 'cp-bubble', id: 'claim' }, `${who(from)} → ${who(v.holder)}: "이건 ${KINDS[v.claim]?.ko || v.claim}야!"`));
       if (v.claims && v.claims.length > 1) center.append(h('div', { class: 'muted' }, v.claims.map((c) => `${nameOf(names, c.from)}: ${KINDS[c.claim]?.ko}`).join(' → ')));
     }
     if (v.lastReveal) {
       const r = v.lastReveal;
-      // Once the next round has begun (nothing in flight), the reveal is the last round's.
-      const past = !v.holder && !v.loser;
+      // Once a new card is in flight, the reveal is the last round's: dimmed and labelled,
+      // so it cannot be read as the outcome of the card now on offer (issue #59).
+      const past = !!v.holder && !v.loser;
       const byServer = auto && auto.player === r.caller && auto.kind === 'call' && auto.card === r.card;
       center.append(h('div', { class: `cp-reveal ${r.correct ? 'ok' : 'bad'} ${past ? 'past' : ''}`, id: 'reveal' },
         past ? '지난 판: ' : '',
-        `${who(r.caller)}: "${r.call === 'true' ? '진짜!' : '거짓말!'}"${byServer ? ' (시간 초과로 자동)' : ''} → ${kindLabel(r.kind)} (주장: ${KINDS[r.claim]?.ko}) · `,
+        `${who(r.caller)}: "${r.call === 'true' ? '진짜!' : '거짓말!'}"${byServer ? ' (시간 초과로 자동)' : ''} → `, kindLabel(r.kind), ` (주장: ${KINDS[r.claim]?.ko}) · `,
         h('b', {}, r.correct ? '맞혔어요!' : '틀렸어요!'), ` ${poss(r.takenBy)} 앞으로`));
     }
     if (auto && clock.now() - auto.at < 8000) {
@@ -124,7 +140,7 @@ export function mount(root, ctx) {
     const controls = h('div', { class: 'panel', id: 'cp-controls' });
     const claimButtons = () => h('div', { class: 'cp-claims', id: 'claims' }, Object.keys(KINDS).map((k) => h('button', {
       class: `cp-kind ${pick.claim === k ? 'sel' : ''}`, 'data-claim': k, onclick: () => { pick.claim = k; render(); },
-    }, h('span', { class: 'emo' }, KINDS[k].emoji), KINDS[k].ko)));
+    }, h('span', { class: 'emo' }, kindIcon(k)), KINDS[k].ko)));
     if (iStart) {
       controls.append(h('div', { class: 'cp-step' }, !pick.kind ? '① 건넬 카드를 고르세요' : !pick.to ? '② 받을 사람을 고르세요 (파란 테두리)' : '③ 뭐라고 말할까요?'));
       if (pick.kind && pick.to) {
@@ -151,7 +167,7 @@ export function mount(root, ctx) {
         controls.append(claimButtons(), h('button', {
           id: 'confirm', style: 'width:100%;margin-top:.5rem', disabled: !pick.claim,
           onclick: () => { ctx.act({ type: 'pass', to: pick.to, claim: pick.claim }); pick = { kind: null, to: null, claim: null }; },
-        }, '확인'));
+        }, pick.claim ? `확인: ${nameOf(names, pick.to)}님에게 넘기며 "이건 ${KINDS[pick.claim].ko}야!"` : '확인'));
       }
     } else if (!v.loser) {
       controls.append(h('div', { class: 'muted' }, readOnly
@@ -165,16 +181,17 @@ export function mount(root, ctx) {
       return h('div', { class: 'cp-hand', id: 'hand' }, Object.keys(KINDS).filter((k) => groups[k]).map((k) => h(tag, {
         class: `cp-kind ${pick.kind === k ? 'sel' : ''}`, 'data-kind': k, disabled: !readOnly && !iStart,
         onclick: () => { if (iStart) { pick.kind = k; pick.to = null; render(); } },
-      }, h('span', { class: 'emo' }, KINDS[k].emoji), KINDS[k].ko, h('span', { class: 'n' }, String(groups[k])))));
+      }, h('span', { class: 'emo' }, kindIcon(k)), KINDS[k].ko, h('span', { class: 'n' }, String(groups[k])))));
     })();
 
-    root.replaceChildren(
+    // Not replaceChildren(…, null): it would write the text "null" (a spectator has no hand).
+    root.replaceChildren(...[
       h('div', { class: 'cp-opps', id: 'opponents' }, opps),
       center,
       controls,
-      hand ? h('div', { class: 'panel' }, h('h3', {}, `내 손패 ${v.hand.length}장`, ' ', h('span', { class: 'muted' }, badges(v.fronts[me], v.loseCount))), hand) : null,
+      hand ? h('div', { class: 'panel' }, h('h3', {}, `내 손패 ${v.hand.length}장`, ' ', h('span', { class: 'muted', id: 'my-front' }, badges(v.fronts[me], v.loseCount))), hand) : null,
       h('p', { class: 'cp-help' }, `같은 벌레 ${v.loseCount}장 모이면 져요.`,
-        v.loseCount - 2 >= 2 ? ` 노란 배지는 ${v.loseCount - 2}장째,` : '', ' 빨간 배지는 한 장만 더 오면 져요.'));
+        v.loseCount - 2 >= 2 ? ` 노란 배지는 ${v.loseCount - 2}장째,` : '', ' 빨간 배지는 한 장만 더 오면 져요.')].filter(Boolean));
     tickClocks();
   };
 
@@ -195,6 +212,16 @@ export function mount(root, ctx) {
       // The reveal turns the card over; a passed or offered card slides in.
       if ((events || []).some((e) => e.type === 'revealed')) motion(root.querySelector('#reveal'), [{ transform: 'rotateX(90deg)', opacity: 0 }, { transform: 'none', opacity: 1 }], 350);
       if ((events || []).some((e) => e.type === 'offered' || e.type === 'passed')) motion(root.querySelector('#claim'), [{ transform: 'translateY(-12px) scale(.9)', opacity: 0 }, { transform: 'none', opacity: 1 }], 300);
+      // Card flights (spec §9): a handed card goes from the giver's seat to the
+      // receiver's, face down; a revealed card goes face up to the front row of whoever
+      // takes it. (None in replays: scenes come without events.)
+      for (const e of events || []) {
+        if (e.type === 'offered' || e.type === 'passed') {
+          fly('cp-card', h('div', { class: 'cp-card' }, '?'), seatOf(e.from), seatOf(e.to));
+        } else if (e.type === 'revealed' && e.card) {
+          fly('cp-reveal', h('div', { class: 'cp-card face' }, kindIcon(e.card.kind)), root.querySelector('#reveal'), frontOf(e.takenBy), 650);
+        }
+      }
     },
     names(n) { names = n; render(); },
     destroy() { clearInterval(clockTimer); },

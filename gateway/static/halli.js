@@ -1,7 +1,7 @@
 // Halli Galli board (spec §9): the bell in the middle is the only ring target; face-up
 // tops in a circle around it; my deck and the flip button below. Space = ring, Enter = flip.
 
-import { h, sound, clock, nameOf, motion, reducedMotion, avatar } from './ui.js';
+import { h, sound, clock, nameOf, motion, reducedMotion, avatar, fly } from './ui.js';
 
 // The card art ships with the client (issue #24): emoji differ by platform (🫐 draws
 // several berries, which makes "exactly five" ambiguous; there is no lime emoji) and
@@ -101,7 +101,13 @@ export function mount(root, ctx) {
     ctx.act ? h('p', { class: 'muted hg-rule' }, '같은 과일이 정확히 5개면 종을 쳐요!',
       matchMedia('(hover: hover) and (pointer: fine)').matches ? h('span', { id: 'hg-keys' }, ' 스페이스 = 종, 엔터 = 뒤집기') : null) : null].filter(Boolean));
 
-  const show = (text, cls, ms = 1200) => {
+  // Until when the message on show may not be replaced: "늦었어요" has to be read, and
+  // a bot's "삐!" 0.9 s later used to wipe it (issue #59).
+  let holdUntil = 0;
+  const show = (text, cls, ms = 1200, hold = 0) => {
+    const now = performance.now();
+    if (now < holdUntil) return;
+    holdUntil = now + hold;
     feedback.textContent = text;
     feedback.className = `hg-feedback ${cls}`;
     clearTimeout(feedbackTimer);
@@ -218,7 +224,7 @@ export function mount(root, ctx) {
     const flying = won && view ? [...seats.entries()].filter(([id]) => view.players?.[id]?.top).map(([, st]) => {
       const r = st.pile.getBoundingClientRect();
       // Inside a seat-classed box of its own, so the pile keeps its card look.
-      const copy = h('div', { class: 'hg-flying', 'aria-hidden': 'true' }, st.pile.cloneNode(true));
+      const copy = h('div', { class: 'hg-flying flight', 'aria-hidden': 'true', 'data-flight': 'hg-collect' }, st.pile.cloneNode(true));
       Object.assign(copy.style, { position: 'fixed', left: `${r.left}px`, top: `${r.top}px`, width: `${r.width}px`, pointerEvents: 'none', zIndex: '10' });
       copy.firstChild.style.margin = '0';
       return copy;
@@ -293,8 +299,16 @@ export function mount(root, ctx) {
         // The cards go to the winner: their pile swells once.
         motion(seats.get(e.player)?.pile, [{ transform: 'scale(1)' }, { transform: 'scale(1.25)', borderColor: 'var(--green)' }, { transform: 'scale(1)' }], 450);
       } else if (e.type === 'penalty') {
-        for (const to of e.to || []) motion(seats.get(to)?.pile, [{ transform: 'translateY(-6px)' }, { transform: 'none' }], 300);
-        motion(seats.get(e.player)?.pile, [{ transform: 'translateX(-4px)' }, { transform: 'translateX(4px)' }, { transform: 'none' }], 300);
+        // The penalty cards travel (spec §9): one face-down card from the wrong ringer's
+        // pile to each player who receives one, who then bounces once on landing.
+        const from = seats.get(e.player)?.pile;
+        for (const to of e.to || []) {
+          if (to === e.player) continue;
+          const a = fly('hg-penalty', h('div', { class: 'hg-fly-card' }), from, seats.get(to)?.pile, 480);
+          const land = () => motion(seats.get(to)?.pile, [{ transform: 'translateY(-6px)' }, { transform: 'none' }], 300);
+          if (a) a.addEventListener('finish', land); else land();
+        }
+        motion(from, [{ transform: 'translateX(-4px)' }, { transform: 'translateX(4px)' }, { transform: 'none' }], 300);
       }
     }
     // A sync (reload) shows the last bell once if it is fresh.
@@ -312,7 +326,7 @@ export function mount(root, ctx) {
       // Who was quicker, when the last bell was a correct one by someone else.
       const b = view?.lastBell;
       const by = b && b.correct && b.player !== ctx.me && clock.now() - b.at < 3000 ? ` · ${nameOf(names, b.player)}님이 먼저 쳤어요` : '';
-      show(`늦었어요${by}`, 'late', 1500);
+      show(`늦었어요${by}`, 'late', 2000, 1500);
     },
     destroy() { cancelAnimationFrame(raf); window.removeEventListener('keydown', onKey); clearTimeout(feedbackTimer); },
   };

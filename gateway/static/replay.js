@@ -45,9 +45,13 @@ export async function showReplay(app, gamePk, { me, boards, gameName }) {
     const step = rep.steps?.[at];
     const t0 = rep.steps?.[0]?.at ?? 0;
     const who = step?.actor ? nameOf(names, step.actor) : '';
-    // `auto` steps are the server's: a move for someone whose time ran out, or the
-    // game's own clock (a Halli Galli flip, a ring judged, the time limit).
-    const what = !step || step.kind === 'start' ? '게임 시작' : step.kind === 'player' ? `${who}님의 차례` : who ? `${who}님 (시간이 지나 자동으로)` : '자동 진행';
+    // `bot` steps are a bot's own moves. `auto` steps are the server's: a move for
+    // someone whose time ran out, or the game's own clock (a Halli Galli flip, a ring
+    // judged, the time limit).
+    const what = !step || step.kind === 'start' ? '게임 시작'
+      : step.kind === 'player' ? `${who}님의 차례`
+        : step.kind === 'bot' ? `${who}님 (봇)`
+          : who ? `${who}님 (시간이 지나 자동으로)` : '자동 진행';
     stepText.textContent = step ? `${what} · +${((step.at - t0) / 1000).toFixed(1)}초` : '';
     board.update(views[at], [], 'sync');
     if (at === total - 1) pause();

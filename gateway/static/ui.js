@@ -100,6 +100,62 @@ export function motion(el, frames, ms) {
   el.animate(frames, { duration: ms, easing: 'ease-out' });
 }
 
+/**
+ * A card flight (spec §9 of both games): `card` flies from the centre of `from` to the
+ * centre of `to` (elements on the page) and is removed when it lands. `kind` names the
+ * flight on the element (`data-flight`), so a test can tell the flights apart. Nothing
+ * flies when the player asked for less motion (the board already shows where the card
+ * is), or when an end is not on the page. Returns the Web Animation, or null.
+ */
+export function fly(kind, card, from, to, ms = 520) {
+  if (reduced.matches || !from || !to || !card.animate) return null;
+  const a = from.getBoundingClientRect();
+  const b = to.getBoundingClientRect();
+  if (!a.width || !b.width) return null;
+  card.classList.add('flight');
+  card.dataset.flight = kind;
+  card.setAttribute('aria-hidden', 'true');
+  document.body.append(card);
+  const w = card.offsetWidth;
+  const ht = card.offsetHeight;
+  const x0 = a.left + a.width / 2 - w / 2;
+  const y0 = a.top + a.height / 2 - ht / 2;
+  const dx = b.left + b.width / 2 - w / 2 - x0;
+  const dy = b.top + b.height / 2 - ht / 2 - y0;
+  card.style.left = `${x0}px`;
+  card.style.top = `${y0}px`;
+  const anim = card.animate([
+    { transform: 'translate(0, 0) scale(1)', opacity: 1 },
+    { transform: `translate(${dx * 0.5}px, ${dy * 0.5 - 24}px) scale(1.08)`, opacity: 1, offset: 0.5 },
+    { transform: `translate(${dx}px, ${dy}px) scale(.7)`, opacity: 0.6 },
+  ], { duration: ms, easing: 'ease-in-out' });
+  const done = () => card.remove();
+  anim.onfinish = done;
+  anim.oncancel = done;
+  return anim;
+}
+
+/** Ends every card flight at once (a new page opens: they belong to the last one). */
+export function cancelFlights() {
+  for (const el of document.querySelectorAll('.flight')) {
+    for (const a of el.getAnimations()) a.cancel();
+    el.remove();
+  }
+}
+
+/**
+ * The playing-card mark (the logo, the card a player holds), drawn here rather than as
+ * 🃏: without a colour emoji font that emoji is an outline (issue #59).
+ */
+export const CARD_SVG = '<svg class="card-art" viewBox="0 0 20 26" aria-hidden="true"><rect x="1.5" y="1.5" width="17" height="23" rx="2.6" fill="#fff" stroke="#d8342c" stroke-width="1.6"/><rect x="4" y="4" width="12" height="18" rx="1.4" fill="#fff3e3"/><path d="M10 7.2l1.7 3.5 3.8.5-2.8 2.6.7 3.8-3.4-1.8-3.4 1.8.7-3.8-2.8-2.6 3.8-.5z" fill="#ff8c1a"/></svg>';
+
+/** CARD_SVG as an element; `label` is read out instead of the picture. */
+export function cardArt(label) {
+  const el = h('span', { class: 'card-mark', role: 'img', 'aria-label': label, title: label });
+  el.innerHTML = CARD_SVG;
+  return el;
+}
+
 const AVATAR_COLOURS = ['#ff8c1a', '#2f6fd6', '#2e9d48', '#c2417a', '#7b3f9e', '#00897b', '#8d6e63', '#d8342c'];
 /** A round avatar: the name's first letter on a colour picked from the player's id. */
 export function avatar(id, name) {

@@ -7,7 +7,7 @@
 //! record; any difference, an older `state_version`, or an expired log means the replay
 //! cannot be shown (410). Seeds and raw logs never leave this module.
 
-use crate::log::{GameRecord, StoredGame};
+use crate::log::{GameRecord, LogEntry, StoredGame};
 use crate::rebuild::{apply_entry, initial};
 use engine::registry::{self, GameVisitor};
 use engine::{Actor, Game, PlayerId, ViewCtx};
@@ -26,8 +26,22 @@ pub struct Step {
     pub at: i64,
     /// The player who acted; `None` for the start and for server ticks.
     pub actor: Option<PlayerId>,
-    /// `start`, `player` (a person's own action) or `auto` (timeout, tick, bot).
+    /// `start`, `player` (a person's own action), `bot` (a bot's own action) or `auto`
+    /// (the server's: a move for someone whose time ran out, a tick, the time limit).
     pub kind: &'static str,
+}
+
+/// A logged input's caption kind. Bot moves are logged `auto` (the server made them),
+/// but a replay that called them "done for you when time ran out" misled players: a
+/// client action by a seat the game started as a bot is the bot's own move.
+fn step_kind(entry: &LogEntry, client_input: bool, bots: &[PlayerId]) -> &'static str {
+    if !entry.auto {
+        return "player";
+    }
+    match entry.actor.player() {
+        Some(p) if client_input && bots.contains(p) => "bot",
+        _ => "auto",
+    }
 }
 
 /// `GET /api/replays/{gamePk}`.
@@ -117,7 +131,8 @@ pub fn build<G: Game>(stored: &StoredGame, record: &GameRecord, viewer: &PlayerI
             Actor::Player(p) => Some(p.clone()),
             Actor::Server => None,
         };
-        steps.push(Step { seq: entry.seq, at: entry.at, actor, kind: if entry.auto { "auto" } else { "player" } });
+        let kind = step_kind(entry, matches!(input, engine::Input::Client(_)), &stored.start.bots);
+        steps.push(Step { seq: entry.seq, at: entry.at, actor, kind });
     }
     if stored.entries.len() as u64 != record.final_seq {
         return Err(ReplayGone::Mismatch(format!(
@@ -226,6 +241,24 @@ mod tests {
         cache.put(&a, replay("g2"));
         assert!(cache.get("g1", &a).is_none(), "oldest entry evicted");
         assert!(cache.get("g1", &b).is_some());
+    }
+
+    fn entry(actor: Actor, auto: bool) -> LogEntry {
+        LogEntry { seq: 1, at: 0, actor, cs: None, rtt_ms: None, auto, input_json: String::new(), rtt: None }
+    }
+
+    #[test]
+    fn a_bots_own_move_is_a_bot_step_and_a_timeout_stays_auto() {
+        let bots = [PlayerId::from("bot_1")];
+        let (bot, person) = (Actor::Player("bot_1".into()), Actor::Player("u_1".into()));
+        // A bot's client action, logged auto: the bot's own move.
+        assert_eq!(step_kind(&entry(bot.clone(), true), true, &bots), "bot");
+        // A system input in a bot's name (its turn timed out) stays the server's.
+        assert_eq!(step_kind(&entry(bot, true), false, &bots), "auto");
+        // A person's action, and the server acting for a person whose time ran out.
+        assert_eq!(step_kind(&entry(person.clone(), false), true, &bots), "player");
+        assert_eq!(step_kind(&entry(person, true), true, &bots), "auto");
+        assert_eq!(step_kind(&entry(Actor::Server, true), false, &bots), "auto");
     }
 
     #[test]

@@ -258,6 +258,8 @@ pub fn render(r: &Report) -> anyhow::Result<String> {
          <script type=\"application/json\" id=\"loadgen-report\">{json}</script>\n</body></html>\n",
         title = esc(&title),
         thresholds = if thresholds.is_empty() { "<tr><td>none given</td></tr>".into() } else { thresholds },
+        // An empty table under the heading read as a missing section, not as a clean run.
+        counts = if counts.is_empty() { "<tr><td>none: no rejects and no errors</td></tr>".into() } else { counts },
     ))
 }
 
@@ -330,5 +332,19 @@ mod tests {
     fn a_report_without_samples_still_renders() {
         let html = render(&Report::default()).unwrap();
         assert_eq!(html.matches("<svg").count(), 3);
+    }
+
+    #[test]
+    fn rejects_and_errors_say_none_when_there_were_none() {
+        let section = |html: &str| {
+            let start = html.find("<h2>Rejects and errors</h2>").unwrap();
+            let end = html[start..].find("<h2>Parameters</h2>").unwrap() + start;
+            html[start..end].to_owned()
+        };
+        assert!(section(&render(&sample()).unwrap()).contains("none: no rejects and no errors"));
+        let mut r = sample();
+        r.rejects.insert("late".into(), 3);
+        let with = section(&render(&r).unwrap());
+        assert!(with.contains("reject late") && !with.contains("none:"), "{with}");
     }
 }

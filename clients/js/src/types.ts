@@ -120,7 +120,8 @@ export interface ReplayStep {
   seq: number;
   at: number;
   actor: UserId | null;
-  kind: 'start' | 'player' | 'auto';
+  /** `bot`: a bot's own move; `auto`: the server's (a timeout, a tick, the time limit). */
+  kind: 'start' | 'player' | 'bot' | 'auto';
 }
 
 /** `GET /api/replays/{gamePk}`: scene 0 is `first`; `patches[k]` turns scene k into k + 1. */

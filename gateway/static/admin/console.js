@@ -10,7 +10,9 @@ const el = (tag, props = {}, ...children) => {
   return e;
 };
 
-const state = { filters: { game: '', node: '' }, rooms: [], next: null, selected: null };
+// `closed`: rooms this console closed, so their detail's 404 afterwards reads as what
+// it is (the room is closed), not as an error.
+const state = { filters: { game: '', node: '' }, rooms: [], next: null, selected: null, closed: new Set() };
 
 function status(text, error = false) {
   const s = $('#status');
@@ -27,7 +29,7 @@ async function call(method, path, body) {
     sessionStorage.removeItem(KEY);
     showLogin();
   }
-  if (!res.ok) throw new Error(data?.reason || `요청이 실패했어요 (${res.status})`);
+  if (!res.ok) throw Object.assign(new Error(data?.reason || `요청이 실패했어요 (${res.status})`), { status: res.status, code: data?.code });
   return data;
 }
 
@@ -118,7 +120,9 @@ async function loadDetail() {
   try { d = await call('GET', `/rooms/${encodeURIComponent(room)}`); } catch (e) {
     box.hidden = true;
     state.selected = null;
-    status(e.message, true);
+    // A room that is gone was closed (here or elsewhere) or ended: news, not an error.
+    if (e.status === 404) status(state.closed.has(room) ? `방 ${room}을 닫았어요 (닫힘)` : `방 ${room}은 이제 없어요 (닫혔거나 끝났어요)`);
+    else status(e.message, true);
     return;
   }
   box.hidden = false;
@@ -155,7 +159,8 @@ async function closeRoom() {
   if (!room || !(await confirmAction(`방 ${room}을 닫을까요? 진행 중인 게임은 끝나요.`))) return;
   try {
     await call('POST', `/rooms/${encodeURIComponent(room)}/close`, { reason: $('#d-reason').value });
-    status(`방 ${room}을 닫았어요`);
+    state.closed.add(room);
+    status(`방 ${room}을 닫았어요 (닫힘)`);
   } catch (e) { status(e.message, true); }
   await refresh();
 }
@@ -184,6 +189,8 @@ function showConsole() {
 
 $('#login').addEventListener('submit', (e) => {
   e.preventDefault();
+  // The last token's "운영자 토큰이 필요해요" is about that token, not this one.
+  status('');
   sessionStorage.setItem(KEY, $('#token').value.trim());
   showConsole();
 });
