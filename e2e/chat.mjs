@@ -8,6 +8,12 @@ import { Browser, DESKTOP, PHONE, SHOTS, call, login, run } from './harness.mjs'
 
 const browser = new Browser();
 
+/** A screen that leaves out a part (no phrase buttons) shows nothing in its place. */
+async function noNull(page) {
+  const text = await page.textContent('#app');
+  assert.ok(!/\bnull\b/.test(text), `"null" on the page: ${text.slice(0, 300)}`);
+}
+
 async function openRoom(base, page, roomId) {
   await page.goto(`${base}/#/room/${roomId}`);
 }
@@ -41,6 +47,7 @@ async function phrasesAndBubbles(base) {
   await openRoom(base, watcher, roomId);
   await watcher.waitForSelector(`#board [data-player="${hostId}"]`);
   assert.equal(await watcher.$('#chat-bar'), null, 'a spectator has no phrase buttons');
+  await noNull(watcher);
 
   await host.click('#chat-bar .chat-phrase[data-phrase="really"]');
   // The buttons rest for the server's 2 s.
@@ -69,6 +76,11 @@ async function noChatWhereItIsOff(base) {
     await openRoom(base, host, roomId);
     await host.waitForSelector('#seats');
     assert.equal(await host.$('#chat-bar'), null, `no phrase buttons in ${roomId}`);
+    await noNull(host);
+    await call(host, 'POST', `/api/rooms/${roomId}/start`);
+    await host.waitForSelector('#board');
+    assert.equal(await host.$('#chat-bar'), null, `no phrase buttons on the board of ${roomId}`);
+    await noNull(host);
   }
 }
 

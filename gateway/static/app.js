@@ -26,7 +26,8 @@ async function loadCatalog() {
   return catalog;
 }
 
-function setScreen(...nodes) { app.replaceChildren(...nodes); }
+// Parts a screen may leave out are null: replaceChildren would print them as "null".
+function setScreen(...nodes) { app.replaceChildren(...nodes.filter((n) => n !== null && n !== undefined)); }
 
 /** "로비로" as a button (a bare link read as plain text). */
 export function lobbyButton(id = 'to-lobby') {
