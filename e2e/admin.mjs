@@ -3,12 +3,10 @@
 // through the console (each behind its confirmation), and sees the result there and on
 // the players' own pages. Usage: node admin.mjs /path/to/roomd
 import { chromium } from 'playwright-core';
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import assert from 'node:assert/strict';
+import { startRoomd as startEmbedded, stopRoomd } from './harness.mjs';
 
 const ROOMD = process.argv[2];
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
@@ -16,29 +14,9 @@ const SHOTS = path.join(path.dirname(new URL(import.meta.url).pathname), 'screen
 const ADMIN = 'e2e-operator-token-7f3a-0123456789abcdef';
 mkdirSync(SHOTS, { recursive: true });
 
+/** An embedded roomd with an operator token (`harness.mjs`). */
 function startRoomd() {
-  // A secret of its own and a temporary data directory (nothing written into the repo);
-  // every browser comes from 127.0.0.1, so the per-address limits are raised.
-  const data = mkdtempSync(path.join(os.tmpdir(), 'roomd-e2e-admin-'));
-  process.on('exit', () => rmSync(data, { recursive: true, force: true }));
-  const env = { ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
-    ROOMD__ADMIN__TOKEN: ADMIN, ROOMD__AUTH__SECRET: randomBytes(32).toString('hex'), ROOMD__STORE__PATH: data,
-    ROOMD__STORE__KIND: 'memory', ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000',
-    ROOMD__HTTP__ADDR_MAX_SOCKETS: '100000' };
-  delete env.ROOMD__REDIS__URL;
-  const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`roomd did not print its address in 20 s:\n${log}`)), 20000);
-    const onData = (buf) => {
-      log += buf.toString();
-      const m = log.match(/roomd listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) { clearTimeout(timer); resolve({ child, base: m[1], log: () => log }); }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`roomd exited (${code}) before listening:\n${log}`)); });
-  });
+  return startEmbedded(ROOMD, { ROOMD__ADMIN__TOKEN: ADMIN });
 }
 
 let browser;
@@ -271,13 +249,7 @@ try {
 } finally {
   for (const c of contexts) await c.close().catch(() => {});
   await browser?.close().catch(() => {});
-  if (roomd && roomd.child.exitCode === null) {
-    const gone = new Promise((r) => roomd.child.once('exit', r));
-    roomd.child.kill('SIGTERM');
-    const t = setTimeout(() => roomd.child.kill('SIGKILL'), 3000);
-    await gone;
-    clearTimeout(t);
-  }
+  await stopRoomd(roomd);
 }
 console.log(`e2e admin: ${TESTS.length - failed}/${TESTS.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 if (failed && roomd) console.log('--- roomd log (tail) ---\n' + roomd.log().split('\n').slice(-30).join('\n'));

@@ -15,11 +15,13 @@ export const DESKTOP = { width: 1280, height: 800 };
 mkdirSync(SHOTS, { recursive: true });
 
 /** An embedded roomd (memory store, its own secret, limits raised for one address). */
+/** Resolves to `{child, base, log(), secret}` (`secret`: its token secret, to mint tokens). */
 export function startRoomd(bin, extraEnv = {}) {
   const data = mkdtempSync(path.join(os.tmpdir(), 'roomd-e2e-'));
   process.on('exit', () => rmSync(data, { recursive: true, force: true }));
+  const secret = randomBytes(32).toString('hex');
   const env = { ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
-    ROOMD__AUTH__SECRET: randomBytes(32).toString('hex'), ROOMD__STORE__PATH: data, ROOMD__STORE__KIND: 'memory',
+    ROOMD__AUTH__SECRET: secret, ROOMD__STORE__PATH: data, ROOMD__STORE__KIND: 'memory',
     ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000', ROOMD__HTTP__ADDR_MAX_SOCKETS: '100000',
     ...extraEnv };
   delete env.ROOMD__REDIS__URL;
@@ -30,12 +32,23 @@ export function startRoomd(bin, extraEnv = {}) {
     const onData = (buf) => {
       log += buf.toString();
       const m = log.match(/roomd listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) { clearTimeout(timer); resolve({ child, base: m[1], log: () => log }); }
+      if (m) { clearTimeout(timer); resolve({ child, base: m[1], log: () => log, secret }); }
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
     child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`roomd exited (${code}) before listening:\n${log}`)); });
   });
+}
+
+/** Stops a roomd of `startRoomd` (SIGTERM, SIGKILL after 3 s), if it still runs. */
+export async function stopRoomd(roomd) {
+  if (roomd && roomd.child.exitCode === null) {
+    const gone = new Promise((r) => roomd.child.once('exit', r));
+    roomd.child.kill('SIGTERM');
+    const t = setTimeout(() => roomd.child.kill('SIGKILL'), 3000);
+    await gone;
+    clearTimeout(t);
+  }
 }
 
 /** A browser and its pages; any page error or console error fails the test. */
@@ -118,13 +131,7 @@ export async function run(label, bin, tests, browser) {
     console.log(`e2e ${label}: could not run: ${e.stack || e}`);
   } finally {
     await browser.close();
-    if (roomd && roomd.child.exitCode === null) {
-      const gone = new Promise((r) => roomd.child.once('exit', r));
-      roomd.child.kill('SIGTERM');
-      const t = setTimeout(() => roomd.child.kill('SIGKILL'), 3000);
-      await gone;
-      clearTimeout(t);
-    }
+    await stopRoomd(roomd);
   }
   console.log(`e2e ${label}: ${tests.length - failed}/${tests.length} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   if (failed && roomd) console.log('--- roomd log (tail) ---\n' + roomd.log().split('\n').slice(-30).join('\n'));

@@ -1,12 +1,11 @@
 // Browser tests of the roomd web client: headless Debian Chromium (playwright-core)
 // against a real roomd on a free loopback port. Usage: node test.mjs /path/to/roomd
 import { chromium } from 'playwright-core';
-import { spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import { randomBytes, createHmac } from 'node:crypto';
-import os from 'node:os';
+import { mkdirSync } from 'node:fs';
+import { createHmac } from 'node:crypto';
 import path from 'node:path';
 import assert from 'node:assert/strict';
+import { startRoomd as startEmbedded, stopRoomd } from './harness.mjs';
 
 const ROOMD = process.argv[2];
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
@@ -18,32 +17,11 @@ mkdirSync(SHOTS, { recursive: true });
 
 // ---- roomd ---------------------------------------------------------------------------
 
-function startRoomd() {
-  // A secret of its own and a temporary data directory (nothing written into the repo);
-  // every browser comes from 127.0.0.1, so the per-address limits are raised.
-  const data = mkdtempSync(path.join(os.tmpdir(), 'roomd-e2e-'));
-  process.on('exit', () => rmSync(data, { recursive: true, force: true }));
-  secret = randomBytes(32).toString('hex');
-  const env = {
-    ...process.env, ROOMD__HTTP__BIND: '127.0.0.1', ROOMD__HTTP__PORT: '0', ROOMD__LOG__FORMAT: 'json',
-    ROOMD__AUTH__SECRET: secret, ROOMD__STORE__PATH: data,
-    ROOMD__HTTP__ADDR_RATE_PER_MIN: '100000', ROOMD__HTTP__ADDR_BURST: '100000', ROOMD__HTTP__ADDR_MAX_SOCKETS: '100000',
-  };
-  delete env.ROOMD__REDIS__URL; // embedded single-node mode: no Redis needed
-  env.ROOMD__STORE__KIND = 'memory'; // never a data directory in the repo
-  const child = spawn(ROOMD, [], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let log = '';
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`roomd did not print its address in 20 s:\n${log}`)), 20000);
-    const onData = (buf) => {
-      log += buf.toString();
-      const m = log.match(/roomd listening on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) { clearTimeout(timer); resolve({ child, base: m[1], log: () => log }); }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`roomd exited (${code}) before listening:\n${log}`)); });
-  });
+/** An embedded roomd (`harness.mjs`); keeps its token secret for `mint`. */
+async function startRoomd() {
+  const started = await startEmbedded(ROOMD);
+  secret = started.secret;
+  return started;
 }
 
 // ---- helpers -------------------------------------------------------------------------
@@ -901,13 +879,7 @@ try {
 } finally {
   for (const c of contexts) await c.close().catch(() => {});
   await browser?.close().catch(() => {});
-  if (roomd && roomd.child.exitCode === null) {
-    const gone = new Promise((r) => roomd.child.once('exit', r));
-    roomd.child.kill('SIGTERM');
-    const t = setTimeout(() => roomd.child.kill('SIGKILL'), 3000);
-    await gone;
-    clearTimeout(t);
-  }
+  await stopRoomd(roomd);
 }
 console.log(`e2e: ${ran - failed}/${ran} passed in ${((Date.now() - t0) / 1000).toFixed(1)} s; screenshots in ${SHOTS}`);
 if (failed && roomd) console.log('--- roomd log (tail) ---\n' + roomd.log().split('\n').slice(-40).join('\n'));

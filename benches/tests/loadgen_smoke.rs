@@ -79,17 +79,8 @@ async fn halli_galli_players_flip_and_ring_through_real_games() {
     // The load test's rooms are unlisted: joinable by id, never in the players' lobby
     // (issue 59), though a lobby that names the game still shows them.
     let http = reqwest::Client::new();
-    let session: serde_json::Value = http
-        .post(format!("http://{addr}/api/session"))
-        .json(&serde_json::json!({"name": "lobby"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let token = session["token"].as_str().unwrap();
-    let lobby = |path: &str| http.get(format!("http://{addr}{path}")).bearer_auth(token).send();
+    let session = loadgen::net::session(&http, &format!("http://{addr}"), "lobby".into()).await.unwrap();
+    let lobby = |path: &str| http.get(format!("http://{addr}{path}")).bearer_auth(&session.token).send();
     let players: serde_json::Value = lobby("/api/rooms").await.unwrap().json().await.unwrap();
     assert_eq!(players, serde_json::json!([]), "the players' lobby shows load-test rooms");
     let named: serde_json::Value = lobby("/api/rooms?game=halli-galli").await.unwrap().json().await.unwrap();
