@@ -9,8 +9,8 @@
 # Needs root and iptables (Debian: apt-get install iptables); everything is on 127.0.0.1:
 # a Redis of its own on REDIS_PORT (26410), the node on HTTP_PORT (18190). Prints when
 # /readyz failed and when it answered 200 again (gives up after 120 s). The rules it adds
-# are removed at exit. Not part of ./scripts/test (root only); results: benches/README.md,
-# "Redis connections that die without closing".
+# are removed at exit. Not part of ./scripts/test (root only); results:
+# docs/bench-history-2026-12.md, "Redis connections that die without closing".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${1:-target/release/roomd}

@@ -48,7 +48,8 @@
 # Every scenario writes its loadgen report to $REPORTS/NAME.json and NAME.html (the HTML
 # has the plots) and NAME.run.json (whole-run CPU, peak RSS); loadgen_results then
 # generates the summary table from those JSONs into $OUT (benches/results.md: generated,
-# never edited by hand).
+# never edited by hand). The reports stay local (benches/reports/ is in .gitignore): the
+# table is what gets committed.
 #
 # Every roomd started here raises the per-address limits and the connection cap: all the
 # load comes from 127.0.0.1.
@@ -295,8 +296,7 @@ scenario roomd-cockroach-poker --url "http://127.0.0.1:$PORT" --game cockroach-p
 fi
 
 [[ ${#RAN[@]} -gt 0 ]] || { echo "no scenario ran (SCENARIOS=$SCENARIOS)" >&2; exit 1; }
-"$BIN/loadgen_results" --out "$OUT" --reports-link "$(realpath --relative-to="$(dirname "$OUT")" "$REPORTS")" \
-  --note "$NOTE" "${RAN[@]}"
+"$BIN/loadgen_results" --out "$OUT" --note "$NOTE" "${RAN[@]}"
 cat "$OUT"
 # benches/README.md shows the same generated table between its results markers.
 README=benches/README.md

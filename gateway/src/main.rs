@@ -3,7 +3,7 @@
 use anyhow::Context;
 use gateway::config::Settings;
 
-// jemalloc by default (benches/README.md, "The allocator": fewer CPU-seconds per delivery
+// jemalloc by default (docs/bench-history-2026-12.md, "The allocator": fewer CPU-seconds per delivery
 // than glibc malloc, the same memory per socket); `--features mimalloc` takes precedence.
 #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
 #[global_allocator]

@@ -447,7 +447,7 @@ const TRIM_AFTER_CLOSES: u64 = 32;
 /// glibc's arenas, a purge of every jemalloc arena on a roomd built on it (the default).
 /// Runs on the blocking pool (both walk every arena). jemalloc's background thread would
 /// purge without this, but cost a saturated node a fifth of its Halli Galli throughput
-/// (benches/README.md, "The allocator").
+/// (docs/bench-history-2026-12.md, "The allocator").
 pub fn trim_after_closes(state: &AppState) {
     if state.closed_since_trim.load(std::sync::atomic::Ordering::Relaxed) < TRIM_AFTER_CLOSES {
         return;

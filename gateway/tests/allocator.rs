@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // Tests fail loudly by design.
-//! A default `roomd` runs on jemalloc (benches/README.md, "The allocator") and says so in
+//! A default `roomd` runs on jemalloc (docs/bench-history-2026-12.md, "The allocator") and says so in
 //! its startup log line, so an operator can tell which allocator a build runs on. It runs
 //! no jemalloc background thread: on a saturated node that thread cost a fifth of its
 //! Halli Galli throughput; the memory of closed sockets goes back after enough closes

@@ -2,7 +2,7 @@
 //! outboxes (`cluster/outbox.rs`) send what gathered while their previous round trip was
 //! in flight (group commit). A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`) can make a
 //! batch wait after its first item for more, which at a steady rate cuts the cluster's
-//! round trips, Redis CPU and system calls per action by a large part (benches/README.md),
+//! round trips, Redis CPU and system calls per action by a large part (docs/bench-history-2026-12.md),
 //! but on a quiet queue it only adds the window to every item's latency, because nothing
 //! else comes.
 //!
@@ -17,13 +17,13 @@
 //! only adds latency. The same window then suits a busy tally queue (2,500 items a second:
 //! 2 ms) and a Halli Galli queue of a node with a thousand rooms (~600 a second: the whole
 //! window of 5 ms), where one fixed length would either make the first wait longer than it
-//! pays or the second never wait (benches/README.md, "A wait as long as the queue's rate
+//! pays or the second never wait (docs/bench-history-2026-12.md, "A wait as long as the queue's rate
 //! needs").
 //!
 //! An outbox whose destination is on a peer link never waits (`cluster/outbox.rs`): a link
 //! write saves no Redis round trip, and the updates a busy owner sends come out bunched
 //! already, behind the append batch that stored their actions; the window there only
-//! added its length to every crossing (benches/README.md, "Frames on a peer link wait for
+//! added its length to every crossing (docs/bench-history-2026-12.md, "Frames on a peer link wait for
 //! no window").
 //!
 //! The rate is an exponentially weighted mean of items per cycle (first item taken to
@@ -41,11 +41,11 @@ pub const RATE_MEMORY: Duration = Duration::from_millis(50);
 /// it: a batch that would only double saves a round trip per two items for a window of
 /// latency on both; from three up the saving is what a busy node needs (at 1 ms: 2,000
 /// arrivals a second per queue, which a two-node cluster's queues pass at about 4,000
-/// actions a second; benches/README.md).
+/// actions a second; docs/bench-history-2026-12.md).
 pub const MIN_ARRIVALS: f64 = 2.0;
 
 /// How many more arrivals a batch waits for, at its queue's recent rate (at most the
-/// window). Measured (benches/README.md): waiting for 2.5 gave a Halli Galli cluster
+/// window). Measured (docs/bench-history-2026-12.md): waiting for 2.5 gave a Halli Galli cluster
 /// about half of what a fixed 5 ms window gave and a tally cluster nothing; waiting for
 /// five gave both more deliveries per CPU-second at a p99 a few milliseconds longer.
 pub const WAIT_ARRIVALS: f64 = 5.0;
@@ -134,7 +134,7 @@ impl Pace {
 /// The wait ends when its items have come, not when its timer fires: tokio rounds a timer
 /// up to its next millisecond, and the rate it was set from is a mean, so a batch cut by
 /// its timer waited up to a millisecond longer than it took its items to come
-/// (benches/README.md, "A batch cut when its items have come"). `take` adds an item that
+/// (docs/bench-history-2026-12.md, "A batch cut when its items have come"). `take` adds an item that
 /// came while waiting to the caller's batch, in order (ahead of anything still in `rx`),
 /// and says how many of the batch's items count so far beyond its first: an outbox counts
 /// an update several sessions see once, and a full batch counts as all it waits for

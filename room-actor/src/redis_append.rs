@@ -601,7 +601,7 @@ fn parse(reply: Option<Value>, n: usize) -> Result<Vec<Result<Appended, StoreErr
 /// room of a tick sends that room's entry alone and the others wait for the next round
 /// trip. It costs one task poll per batch and no timer, and adds no wait beyond the tick
 /// itself (a yielded task is run again once the tasks ahead of it and one non-blocking
-/// reactor poll are done). Its measured effect is in benches/README.md ("The rest of the
+/// reactor poll are done). Its measured effect is in docs/bench-history-2026-12.md ("The rest of the
 /// tick before a batch is cut").
 pub(crate) async fn let_the_tick_finish() {
     tokio::task::yield_now().await;

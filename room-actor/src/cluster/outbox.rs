@@ -23,7 +23,7 @@
 //! destination has no link. A frame for a link waits for no window, only for the rest of
 //! the tick: a link write saves no Redis round trip, and what a busy owner sends comes
 //! out bunched already, behind the append batch that stored it. Measured, the wait there
-//! cost every crossing its length and saved no CPU (benches/README.md, "Frames on a peer
+//! cost every crossing its length and saved no CPU (docs/bench-history-2026-12.md, "Frames on a peer
 //! link wait for no window"); through Redis it still saves `PUBLISH`es.
 //!
 //! A [`RemoteOut`] stands in for each remote subscriber ([`Out::Remote`](crate::messages::Out)):
