@@ -19,9 +19,11 @@
 //!   in-memory store.
 //! - [`file_store`]: the embedded node's durable store (SQLite in a data directory,
 //!   group commit).
-//! - [`keys`], [`redis_store`]: the Redis store (key layout, Lua append with fencing);
-//!   [`redis_append`]: its group commit (many rooms' appends per round trip);
-//!   [`pace`]: when a batch (appends, bus frames) is worth waiting for.
+//! - [`redis`]: the node's Redis: its connections (one Redis or a Redis Cluster), key
+//!   layout, Lua scripts, and the group commit of log appends (many rooms' appends per
+//!   round trip).
+//! - [`redis_store`]: the Redis store (Lua append with fencing).
+//! - [`pace`]: when a batch (appends, bus frames) is worth waiting for.
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
 //! - [`resume`]: start-up of an embedded node on a durable store: every open room again.
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
@@ -37,16 +39,13 @@ pub mod directory;
 pub mod error;
 pub mod file_store;
 pub mod info;
-pub mod keys;
 pub mod lobby;
 pub mod log;
 pub mod messages;
 pub mod metrics;
 pub mod pace;
 pub mod rebuild;
-pub mod redis_append;
-mod redis_cluster;
-pub mod redis_conn;
+pub mod redis;
 pub mod redis_store;
 pub mod replay;
 pub mod resume;

@@ -8,8 +8,8 @@
 
 use engine::{Actor, PlayerId, RngState, Seed};
 use room_actor::file_store::{OpenError, DB_FILE};
-use room_actor::keys::game_pk;
 use room_actor::log::{GameRecord, LogEntry, Snapshot, StartEntry};
+use room_actor::redis::keys::game_pk;
 use room_actor::{FileStore, MemoryStore, RoomStore};
 use std::path::Path;
 use std::time::Duration;

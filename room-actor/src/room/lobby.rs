@@ -239,7 +239,8 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
                 return refuse(RoomOpError::new(500, "internal_error", INTERNAL_REASON));
             }
         };
-        let game_pk = crate::keys::game_pk(&self.id, &Seed::from_os().unwrap_or(Seed(now as u128)).to_hex()[..16]);
+        let game_pk =
+            crate::redis::keys::game_pk(&self.id, &Seed::from_os().unwrap_or(Seed(now as u128)).to_hex()[..16]);
         let start = StartEntry {
             game_pk: game_pk.clone(),
             room_id: self.id.clone(),

@@ -57,9 +57,9 @@
 //! pipelines those per master.
 
 use crate::error::StoreError;
-use crate::keys::Keys;
 use crate::pace::{gather, Pace};
-use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
+use crate::redis::conn::{RedisConn, RedisTarget, ThreadConns};
+use crate::redis::keys::Keys;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, Script, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -2,20 +2,21 @@
 //! (`ROOMD__REDIS__CLUSTER_URLS`), behind one connection type, [`RedisConn`].
 //!
 //! Everything roomd sends is either a command or script on one room's keys (one hash
-//! tag, so one slot: `keys.rs`), a command on one non-room key, or a batch of independent
-//! commands, which [`RedisConn::each`] sends as one pipeline to a single Redis and, on a
-//! cluster, all at once to each slot's master (the cluster connection pipelines them per
-//! node). Nothing roomd runs needs two slots at once. The bus uses sharded pub/sub on a
-//! cluster (`SPUBLISH`/`SSUBSCRIBE`, `bus.rs`), so a frame goes to one shard only.
+//! tag, so one slot: `redis/keys.rs`), a command on one non-room key, or a batch of
+//! independent commands, which [`RedisConn::each`] sends as one pipeline to a single Redis
+//! and, on a cluster, all at once to each slot's master (the cluster connection pipelines
+//! them per node). Nothing roomd runs needs two slots at once. The bus uses sharded
+//! pub/sub on a cluster (`SPUBLISH`/`SSUBSCRIBE`, `cluster/bus.rs`), so a frame goes to
+//! one shard only.
 //!
 //! Both connections reconnect by themselves once their socket is dropped ([`tcp_settings`]:
 //! also one that died without closing); the cluster one also follows `MOVED`/`ASK`
 //! and refreshes its slot map after a failover or a resharding, and replaces itself when
-//! a master hangs ([`ClusterConn`], `redis_cluster.rs`). Every wait is bounded by the
+//! a master hangs ([`ClusterConn`], `redis/cluster.rs`). Every wait is bounded by the
 //! timeouts below: a call fails with an error rather than hangs.
 
 use crate::error::StoreError;
-pub use crate::redis_cluster::ClusterConn;
+pub use crate::redis::cluster::ClusterConn;
 use futures_util::future::try_join_all;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
