@@ -15,14 +15,13 @@
 //! - [`info`]: a room's public info (`RoomInfo`), under both messages and directory.
 //! - [`directory`]: the rooms of this node, their public info and addresses.
 //! - [`spawn`]: creating a room for a game id (options validated).
-//! - [`log`], [`store`]: the room log (bincode) and the `RoomStore` trait with the
-//!   in-memory store.
-//! - [`file_store`]: the embedded node's durable store (SQLite in a data directory,
-//!   group commit).
+//! - [`log`]: the room log (bincode).
+//! - [`store`]: the `RoomStore` trait with the in-memory store; [`store::file`], the
+//!   embedded node's durable store (SQLite in a data directory, group commit);
+//!   [`store::redis`], the Redis store (Lua append with fencing).
 //! - [`redis`]: the node's Redis: its connections (one Redis or a Redis Cluster), key
 //!   layout, Lua scripts, and the group commit of log appends (many rooms' appends per
 //!   round trip).
-//! - [`redis_store`]: the Redis store (Lua append with fencing).
 //! - [`pace`]: when a batch (appends, bus frames) is worth waiting for.
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
 //! - [`resume`]: start-up of an embedded node on a durable store: every open room again.
@@ -37,7 +36,6 @@ pub mod cluster;
 pub mod dedupe;
 pub mod directory;
 pub mod error;
-pub mod file_store;
 pub mod info;
 pub mod lobby;
 pub mod log;
@@ -46,7 +44,6 @@ pub mod metrics;
 pub mod pace;
 pub mod rebuild;
 pub mod redis;
-pub mod redis_store;
 pub mod replay;
 pub mod resume;
 pub mod room;
@@ -61,11 +58,11 @@ pub mod wire;
 
 pub use directory::{Directory, RoomHandle};
 pub use error::{RebuildError, StoreError};
-pub use file_store::FileStore;
 pub use info::{RoomInfo, RoomStatus};
-pub use redis_store::RedisStore;
 pub use room::{RoomActor, RoomDeps};
 pub use room_ref::{RoomRef, Rooms};
+pub use store::file::FileStore;
+pub use store::redis::RedisStore;
 pub use store::{MemoryStore, RoomStore};
 
 /// The maps on the hot path (sessions, outboxes, append queues, a room's audience, the

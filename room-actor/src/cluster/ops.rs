@@ -156,7 +156,7 @@ pub async fn rooms_page(
             let replies: Vec<redis::streams::StreamRangeReply> = conn.each(&tops).await.map_err(unavailable)?;
             for (i, top) in asked.into_iter().zip(replies) {
                 if let Some(Some(row)) = found.get_mut(i).map(|(_, r)| r.as_mut()) {
-                    row.seq = Some(top.ids.first().and_then(|id| crate::redis_store::seq_of_id(&id.id)).unwrap_or(0));
+                    row.seq = Some(top.ids.first().and_then(|id| crate::store::redis::seq_of_id(&id.id)).unwrap_or(0));
                 }
             }
         }

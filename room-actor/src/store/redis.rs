@@ -1,16 +1,17 @@
 //! `RoomStore` on Redis: a Redis Stream per game for the log (bincode entries), strings
 //! for the start entry, snapshot and record, a sorted set per user for `/api/me/games`.
 //! A log's ids are `<lease epoch>-<seq>`, so the stream itself refuses an older owner's
-//! entry once a new owner fenced it (`redis/lua/fence.lua`); appends are group-committed per
-//! thread, checked by a script or sent as bare `XADD`s (`redis/append.rs`; one script per
-//! append on a Redis Cluster, `redis/lua/append.lua`). Finished games expire after 90 days.
+//! entry once a new owner fenced it (`redis/lua/fence.lua`); appends are group-committed
+//! per thread, checked by a script or sent as bare `XADD`s (`redis/append.rs`; one script
+//! per append on a Redis Cluster, `redis/lua/append.lua`). Finished games expire after 90
+//! days.
 //!
 //! The connection (`redis/conn.rs`: one Redis or a Redis Cluster) reconnects with
 //! backoff after Redis restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
 //! room refuses inputs (nothing is acknowledged that is not stored). An append that timed
 //! out or lost its connection after it was sent fails with `StoreError::Unknown`: Redis
 //! may have stored it, and the room resolves it by retrying the same entry and reading
-//! the log back (`room.rs`), never by assuming it failed.
+//! the log back (`room/stall.rs`), never by assuming it failed.
 
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
@@ -115,9 +116,9 @@ impl Acks {
     }
 }
 
-const APPEND_LUA: &str = include_str!("redis/lua/append.lua");
-const FENCE_LUA: &str = include_str!("redis/lua/fence.lua");
-const TOUCH_LUA: &str = include_str!("redis/lua/touch.lua");
+const APPEND_LUA: &str = include_str!("../redis/lua/append.lua");
+const FENCE_LUA: &str = include_str!("../redis/lua/fence.lua");
+const TOUCH_LUA: &str = include_str!("../redis/lua/touch.lua");
 
 /// `EVALSHA` of `script` as one pipeline command (a pipeline cannot load a script: on
 /// `NOSCRIPT` nothing ran, and the caller loads it and sends the pipeline again).
