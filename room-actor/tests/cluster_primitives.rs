@@ -17,8 +17,8 @@ use room_actor::cluster::outbox::{Outboxes, RemoteOut};
 use room_actor::log::{LogEntry, StartEntry};
 use room_actor::messages::{ByteString, Out, ToClient};
 use room_actor::metrics::RoomMetrics;
-use room_actor::redis::conn::RedisTarget;
 use room_actor::redis::keys::{game_pk, Keys};
+use room_actor::redis::target::RedisTarget;
 use room_actor::{RedisStore, RoomStore, StoreError};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -1253,7 +1253,7 @@ async fn a_batch_that_times_out_acknowledges_none_of_its_entries() {
     let pks: Vec<String> = ["r_ta", "r_tb", "r_tc"].iter().map(|r| game_pk(r, "01")).collect();
     // A first append connects the queue (and loads the script) before the pause.
     store.append_fenced(game_pk("r_warm", "01"), entry(1), String::new()).await.unwrap();
-    let pause_ms = room_actor::redis::conn::TIMEOUT.as_millis() as u64 + 1500;
+    let pause_ms = room_actor::redis::target::TIMEOUT.as_millis() as u64 + 1500;
     let paused = Command::new("redis-cli")
         .args(["-p", &server.port.to_string(), "client", "pause", &pause_ms.to_string(), "write"])
         .output()

@@ -27,7 +27,8 @@ use super::frame;
 use crate::error::StoreError;
 use crate::metrics::RoomMetrics;
 use crate::redis::cluster::ClusterHealth;
-use crate::redis::conn::{RedisTarget, ThreadConns};
+use crate::redis::conn::ThreadConns;
+use crate::redis::target::RedisTarget;
 use crate::summary::{Summarised, SUMMARY_EVERY};
 use futures_util::StreamExt;
 use redis::{PushInfo, PushKind, Value};
@@ -223,7 +224,7 @@ pub fn subscribe(target: RedisTarget, prefix: String, node: String, metrics: Roo
                         node = %node,
                         "bus subscription silent: no answer to a ping (one Redis) or to a renewed SSUBSCRIBE (a cluster) \
                          within {:?}; resubscribing on a new connection",
-                        crate::redis::conn::TIMEOUT
+                        crate::redis::target::TIMEOUT
                     );
                 }
                 Ok(Listened::Moved) => {
@@ -291,10 +292,10 @@ async fn listen(
     tx: &mpsc::UnboundedSender<Delivered>,
     metrics: &RoomMetrics,
 ) -> redis::RedisResult<Listened> {
-    crate::redis::conn::install_tls_provider(url.starts_with("rediss://"));
+    crate::redis::target::install_tls_provider(url.starts_with("rediss://"));
     // Bounded like every other wait on Redis: a connection that cannot be made, or a
     // subscription never confirmed, is retried rather than waited on.
-    let subscribed = tokio::time::timeout(crate::redis::conn::TIMEOUT, async {
+    let subscribed = tokio::time::timeout(crate::redis::target::TIMEOUT, async {
         let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
         pubsub.subscribe(channel).await?;
         redis::RedisResult::Ok(pubsub)
@@ -303,7 +304,7 @@ async fn listen(
     let pubsub = subscribed.map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            format!("no subscription within {:?}", crate::redis::conn::TIMEOUT),
+            format!("no subscription within {:?}", crate::redis::target::TIMEOUT),
         )
     })??;
     let (mut sink, mut messages) = pubsub.split();
@@ -312,7 +313,7 @@ async fn listen(
     let pinger = tokio::spawn(async move {
         loop {
             tokio::time::sleep(PING_EVERY).await;
-            let answered = tokio::time::timeout(crate::redis::conn::TIMEOUT, sink.ping::<Value>()).await;
+            let answered = tokio::time::timeout(crate::redis::target::TIMEOUT, sink.ping::<Value>()).await;
             if !matches!(answered, Ok(Ok(_))) {
                 let _ = silent.send(());
                 return;

@@ -26,7 +26,7 @@
 //! The map the watch compares with is read once when the first connection is made, so
 //! a failover the watch only sees after it happened still counts as a change.
 
-use crate::redis::conn::{RedisTarget, TIMEOUT};
+use crate::redis::target::{RedisTarget, TIMEOUT};
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;

@@ -70,7 +70,7 @@ pub enum Claim {
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
     pub node_id: String,
-    pub redis: crate::redis::conn::RedisTarget,
+    pub redis: crate::redis::target::RedisTarget,
     /// Key prefix (and bus channel prefix) shared by the nodes of one cluster.
     pub prefix: String,
     pub lease_ms: u64,
