@@ -417,8 +417,9 @@ async fn listen_sharded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::frame::RoomOpError;
     use crate::log::{decode_body as decode, encode_body as encode};
-    use crate::messages::{ByteString, RoomOpError};
+    use bytestring::ByteString;
     use serde::Serialize;
 
     fn metrics() -> RoomMetrics {

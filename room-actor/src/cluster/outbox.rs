@@ -32,8 +32,9 @@
 use crate::cluster::bus::{self, Envelope, Publisher, SessionFrame};
 use crate::cluster::link::{self, Link, Links};
 use crate::error::StoreError;
-use crate::messages::{ByteString, ToClient};
 use crate::pace::{gather, Pace};
+use crate::wire::ToClient;
+use bytestring::ByteString;
 use prometheus::IntCounter;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
