@@ -1,9 +1,7 @@
 //! The lobby: who sits where, who hosts, and the start of the game (its start entry is
 //! stored before the room plays).
 
-use super::input::INTERNAL_REASON;
-use super::lifecycle::InfoSaved;
-use super::{Phase, RoomActor, Running};
+use super::{InfoSaved, Phase, RoomActor, Running, INTERNAL_REASON};
 use crate::dedupe::AppliedCs;
 use crate::directory::RoomInfo;
 use crate::log::StartEntry;
@@ -141,7 +139,7 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
             Phase::Playing(run) => {
                 match G::on_leave(&run.state, &msg.user) {
                     Some(input) => {
-                        self.process(ctx, GameActor::Player(msg.user), input, super::input::Origin::Timer);
+                        self.process(ctx, GameActor::Player(msg.user), input, super::Origin::Timer);
                     }
                     None => {
                         // The game has no forfeit: the player counts as away with their grace
