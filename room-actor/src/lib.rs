@@ -7,8 +7,9 @@
 //!
 //! - [`cluster`]: membership, rendezvous placement and fenced leases on Redis.
 //! - [`room`]: `RoomActor<G>`, the runner (`game-engine.md` §4), timers and bots.
-//! - [`messages`]: what rooms take (subscribe, act, seats, start) and send (`ToClient`).
-//! - [`wire`]: server → client JSON, built once in the room.
+//! - [`messages`]: what rooms take (subscribe, act, seats, start) and send (`ToClient`,
+//!   from [`wire`]).
+//! - [`wire`]: server → client JSON, built once in the room (`ToClient`, one client's frame).
 //! - [`room_ref`]: one way to reach a room wherever it lives ([`Rooms`] finds it, a
 //!   [`RoomRef`] calls its verbs, here or on another node).
 //! - [`sessions`]: this node's WebSocket sessions by id (frames from other nodes, drain).
@@ -19,9 +20,9 @@
 //! - [`store`]: the `RoomStore` trait with the in-memory store; [`store::file`], the
 //!   embedded node's durable store (SQLite in a data directory, group commit);
 //!   [`store::redis`], the Redis store (Lua append with fencing).
-//! - [`redis`]: the node's Redis: its connections (one Redis or a Redis Cluster), key
-//!   layout, Lua scripts, and the group commit of log appends (many rooms' appends per
-//!   round trip).
+//! - [`redis`]: the node's Redis: where it is and its connections (one Redis or a Redis
+//!   Cluster), key layout, Lua scripts, and the group commit of log appends (many rooms'
+//!   appends per round trip): the layer under [`store::redis`] and [`cluster`].
 //! - [`pace`]: when a batch (appends, bus frames) is worth waiting for.
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
 //! - [`resume`]: start-up of an embedded node on a durable store: every open room again.

@@ -1,4 +1,4 @@
-//! Messages rooms take, in the order `room.rs` handles them. Every reply a client sees
+//! Messages rooms take, in the order `room/` handles them. Every reply a client sees
 //! goes back through the `out` recipient of its session as ready-made JSON text
 //! ([`ToClient`], from `wire.rs`).
 
