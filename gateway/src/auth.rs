@@ -138,7 +138,7 @@ pub const SECRET_FILE: &str = "auth-secret";
 /// if there is none yet; `(secret, path, created)`. The directory is created 0700, or
 /// tightened to 0700 with an older secret file tightened to 0600 (`secure_data_dir`).
 pub fn load_or_create_secret(dir: &Path) -> std::io::Result<(String, PathBuf, bool)> {
-    room_actor::file_store::secure_data_dir(dir, &[SECRET_FILE])?;
+    room_actor::store::file::secure_data_dir(dir, &[SECRET_FILE])?;
     let path = dir.join(SECRET_FILE);
     match std::fs::read_to_string(&path) {
         Ok(s) if s.trim().len() >= 32 => return Ok((s.trim().to_owned(), path, false)),

@@ -2,7 +2,7 @@
 //! environment `ROOMD__SECTION__KEY`. The names are part of `PROTOCOL.md`'s contract.
 
 use config::{Config, Environment, File};
-use room_actor::redis_conn::RedisTarget;
+use room_actor::redis::target::RedisTarget;
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]

@@ -92,7 +92,7 @@ pub enum StartError {
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
     #[error("store: {0}")]
-    Store(#[from] room_actor::file_store::OpenError),
+    Store(#[from] room_actor::store::file::OpenError),
     #[error("resuming rooms from the store: {0}")]
     Resume(room_actor::StoreError),
 }

@@ -7,7 +7,7 @@
 
 mod support;
 
-use room_actor::redis_conn::RedisTarget;
+use room_actor::redis::target::RedisTarget;
 use room_actor::{RedisStore, RoomStore};
 use serde_json::json;
 use std::io::Write;

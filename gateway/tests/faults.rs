@@ -27,7 +27,7 @@
 mod support;
 
 use futures_util::{SinkExt, StreamExt};
-use room_actor::redis_conn::RedisTarget;
+use room_actor::redis::target::RedisTarget;
 use room_actor::RedisStore;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

@@ -138,7 +138,7 @@ async fn an_ack_connection_whose_waits_keep_counting_too_few_replicas_is_replace
         .with_acks(&target, 1, 200)
         .await
         .expect("ack connections");
-    let pk = room_actor::keys::game_pk("r_acks", "ab");
+    let pk = room_actor::redis::keys::game_pk("r_acks", "ab");
     let read = store.entry(&pk, 1).await;
     assert!(matches!(read, Ok(None)), "confirmed by the replica: {read:?}");
     assert_eq!(store.ack_connection_replacements(), 0);
@@ -244,10 +244,10 @@ async fn cluster_connections_made_before_a_hung_masters_replica_is_promoted_repl
     // The test promotes the replica itself, when the connection has been replaced once.
     assert!(cluster.cli(replica.port, &["CONFIG", "SET", "cluster-replica-no-failover", "yes"]).is_some());
     let conn = cluster.target().connect().await.expect("connects to the Redis Cluster");
-    let room_actor::redis_conn::RedisConn::Cluster(watched) = conn.clone() else { panic!("a cluster connection") };
+    let room_actor::redis::conn::RedisConn::Cluster(watched) = conn.clone() else { panic!("a cluster connection") };
     // Another connection of the same process to the same cluster, idle throughout.
     let idle = cluster.target().connect().await.expect("connects to the Redis Cluster");
-    let room_actor::redis_conn::RedisConn::Cluster(idle_one) = idle.clone() else { panic!("a cluster connection") };
+    let room_actor::redis::conn::RedisConn::Cluster(idle_one) = idle.clone() else { panic!("a cluster connection") };
     let set: String = redis::cmd("SET").arg(&key).arg("before").query_async(&mut conn.clone()).await.unwrap();
     assert_eq!(set, "OK");
 

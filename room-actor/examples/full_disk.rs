@@ -11,8 +11,8 @@
 //! checks that appends succeed again, then reopens the store and checks that every
 //! acknowledged entry (and no refused one) is there. Exits non-zero on any failure.
 
-use room_actor::keys::game_pk;
 use room_actor::log::{LogEntry, StartEntry};
+use room_actor::redis::keys::game_pk;
 use room_actor::{FileStore, RoomStore, StoreError};
 use std::io::Write;
 

@@ -11,8 +11,8 @@
 //!    one append in flight per room): appends per second and p99. The file store commits
 //!    whatever is queued as one transaction with one fsync (group commit).
 
-use room_actor::keys::game_pk;
 use room_actor::log::{LogEntry, StartEntry};
+use room_actor::redis::keys::game_pk;
 use room_actor::{FileStore, MemoryStore, RoomStore, StoreError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -7,21 +7,23 @@
 //!
 //! - [`cluster`]: membership, rendezvous placement and fenced leases on Redis.
 //! - [`room`]: `RoomActor<G>`, the runner (`game-engine.md` §4), timers and bots.
-//! - [`messages`]: what rooms take (subscribe, act, seats, start) and send (`ToClient`).
-//! - [`wire`]: server → client JSON, built once in the room.
+//! - [`messages`]: what rooms take (subscribe, act, seats, start) and send (`ToClient`,
+//!   from [`wire`]).
+//! - [`wire`]: server → client JSON, built once in the room (`ToClient`, one client's frame).
 //! - [`room_ref`]: one way to reach a room wherever it lives ([`Rooms`] finds it, a
 //!   [`RoomRef`] calls its verbs, here or on another node).
 //! - [`sessions`]: this node's WebSocket sessions by id (frames from other nodes, drain).
 //! - [`info`]: a room's public info (`RoomInfo`), under both messages and directory.
 //! - [`directory`]: the rooms of this node, their public info and addresses.
 //! - [`spawn`]: creating a room for a game id (options validated).
-//! - [`log`], [`store`]: the room log (bincode) and the `RoomStore` trait with the
-//!   in-memory store.
-//! - [`file_store`]: the embedded node's durable store (SQLite in a data directory,
-//!   group commit).
-//! - [`keys`], [`redis_store`]: the Redis store (key layout, Lua append with fencing);
-//!   [`redis_append`]: its group commit (many rooms' appends per round trip);
-//!   [`pace`]: when a batch (appends, bus frames) is worth waiting for.
+//! - [`log`]: the room log (bincode).
+//! - [`store`]: the `RoomStore` trait with the in-memory store; [`store::file`], the
+//!   embedded node's durable store (SQLite in a data directory, group commit);
+//!   [`store::redis`], the Redis store (Lua append with fencing).
+//! - [`redis`]: the node's Redis: where it is and its connections (one Redis or a Redis
+//!   Cluster), key layout, Lua scripts, and the group commit of log appends (many rooms'
+//!   appends per round trip): the layer under [`store::redis`] and [`cluster`].
+//! - [`pace`]: when a batch (appends, bus frames) is worth waiting for.
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
 //! - [`resume`]: start-up of an embedded node on a durable store: every open room again.
 //! - [`replay`]: a participant's replay of a finished game (first view + patches).
@@ -35,19 +37,14 @@ pub mod cluster;
 pub mod dedupe;
 pub mod directory;
 pub mod error;
-pub mod file_store;
 pub mod info;
-pub mod keys;
 pub mod lobby;
 pub mod log;
 pub mod messages;
 pub mod metrics;
 pub mod pace;
 pub mod rebuild;
-pub mod redis_append;
-mod redis_cluster;
-pub mod redis_conn;
-pub mod redis_store;
+pub mod redis;
 pub mod replay;
 pub mod resume;
 pub mod room;
@@ -62,11 +59,11 @@ pub mod wire;
 
 pub use directory::{Directory, RoomHandle};
 pub use error::{RebuildError, StoreError};
-pub use file_store::FileStore;
 pub use info::{RoomInfo, RoomStatus};
-pub use redis_store::RedisStore;
 pub use room::{RoomActor, RoomDeps};
 pub use room_ref::{RoomRef, Rooms};
+pub use store::file::FileStore;
+pub use store::redis::RedisStore;
 pub use store::{MemoryStore, RoomStore};
 
 /// The maps on the hot path (sessions, outboxes, append queues, a room's audience, the

@@ -1,8 +1,10 @@
-//! Messages rooms take, in the order `room.rs` handles them. Every reply a client sees
-//! goes back through the `out` recipient of its session as ready-made JSON text.
+//! Messages rooms take, in the order `room/` handles them. Every reply a client sees
+//! goes back through the `out` recipient of its session as ready-made JSON text
+//! ([`ToClient`], from `wire.rs`).
 
 use crate::info::RoomInfo;
 use crate::wire;
+pub use crate::wire::ToClient;
 use actix::prelude::*;
 pub use bytestring::ByteString;
 use engine::PlayerId;
@@ -13,38 +15,6 @@ use std::time::{Duration, Instant};
 /// One WebSocket session (a connection), unique per node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(pub u64);
-
-/// JSON text for one client. A [`ByteString`] (shared bytes) so a frame fanned out to many
-/// sessions is written to each socket without a copy of its own.
-#[derive(Message, Clone, Debug)]
-#[rtype(result = "()")]
-pub struct ToClient {
-    /// A complete server → client message (`wire.rs`).
-    pub text: ByteString,
-    /// Send `text`, then close the socket: the room dropped this slow subscriber.
-    pub close: bool,
-    /// Set on `room_moved` and `room_unavailable` frames: the session's route to this
-    /// room is stale, and it looks the room up again before its next message there.
-    pub stale_route: Option<Arc<str>>,
-}
-
-impl ToClient {
-    /// A frame to send as it is.
-    pub fn frame(text: impl Into<ByteString>) -> ToClient {
-        ToClient { text: text.into(), close: false, stale_route: None }
-    }
-
-    /// The last frame: the socket closes after it (a slow subscriber dropped).
-    pub fn closing(text: impl Into<ByteString>) -> ToClient {
-        ToClient { text: text.into(), close: true, stale_route: None }
-    }
-
-    /// A frame after which the session's route to `room` is stale (`wire::room_moved`,
-    /// `wire::resend`, `wire::room_unavailable`).
-    pub fn stale(room: &str, text: impl Into<ByteString>) -> ToClient {
-        ToClient { text: text.into(), close: false, stale_route: Some(room.into()) }
-    }
-}
 
 /// What a node tells every one of its sessions ([`Sessions`](crate::sessions::Sessions)).
 #[derive(Message, Clone, Debug, PartialEq, Eq)]

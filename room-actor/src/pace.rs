@@ -1,4 +1,4 @@
-//! When a batch is worth waiting for. The append queues (`redis_append.rs`) and the bus
+//! When a batch is worth waiting for. The append queues (`redis/append.rs`) and the bus
 //! outboxes (`cluster/outbox.rs`) send what gathered while their previous round trip was
 //! in flight (group commit). A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`) can make a
 //! batch wait after its first item for more, which at a steady rate cuts the cluster's
@@ -166,7 +166,19 @@ pub(crate) async fn gather<T>(
             }
         }
     }
-    crate::redis_append::let_the_tick_finish().await;
+    let_the_tick_finish().await;
+}
+
+/// Lets the rest of this thread's tick run before a batch is cut: the tasks already
+/// woken (rooms whose actions the same `epoll` round delivered) run first and add what
+/// they have, and the reactor is polled once more. Without it a queue woken by the first
+/// room of a tick sends that room's entry alone and the others wait for the next round
+/// trip. It costs one task poll per batch and no timer, and adds no wait beyond the tick
+/// itself (a yielded task is run again once the tasks ahead of it and one non-blocking
+/// reactor poll are done). Its measured effect is in docs/bench-history-2026-12.md ("The
+/// rest of the tick before a batch is cut").
+pub(crate) async fn let_the_tick_finish() {
+    tokio::task::yield_now().await;
 }
 
 #[cfg(test)]

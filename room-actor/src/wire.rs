@@ -2,8 +2,43 @@
 //! forwarded as-is. Views arrive already serialized, so they are spliced in rather than
 //! parsed again.
 
+use actix::Message;
+use bytestring::ByteString;
 use serde::Serialize;
 use serde_json::json;
+use std::sync::Arc;
+
+/// JSON text for one client. A [`ByteString`] (shared bytes) so a frame fanned out to many
+/// sessions is written to each socket without a copy of its own.
+#[derive(Message, Clone, Debug)]
+#[rtype(result = "()")]
+pub struct ToClient {
+    /// A complete server → client message (one of this module's).
+    pub text: ByteString,
+    /// Send `text`, then close the socket: the room dropped this slow subscriber.
+    pub close: bool,
+    /// Set on `room_moved` and `room_unavailable` frames: the session's route to this
+    /// room is stale, and it looks the room up again before its next message there.
+    pub stale_route: Option<Arc<str>>,
+}
+
+impl ToClient {
+    /// A frame to send as it is.
+    pub fn frame(text: impl Into<ByteString>) -> ToClient {
+        ToClient { text: text.into(), close: false, stale_route: None }
+    }
+
+    /// The last frame: the socket closes after it (a slow subscriber dropped).
+    pub fn closing(text: impl Into<ByteString>) -> ToClient {
+        ToClient { text: text.into(), close: true, stale_route: None }
+    }
+
+    /// A frame after which the session's route to `room` is stale (`wire::room_moved`,
+    /// `wire::resend`, `wire::room_unavailable`).
+    pub fn stale(room: &str, text: impl Into<ByteString>) -> ToClient {
+        ToClient { text: text.into(), close: false, stale_route: Some(room.into()) }
+    }
+}
 
 fn quoted(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);

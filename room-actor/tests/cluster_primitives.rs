@@ -14,11 +14,11 @@ use room_actor::cluster::link::{self, Gate, Inbound, LinkKey, Links, PeerBook};
 use room_actor::cluster::membership::{Member, Membership};
 use room_actor::cluster::ops;
 use room_actor::cluster::outbox::{Outboxes, RemoteOut};
-use room_actor::keys::{game_pk, Keys};
 use room_actor::log::{LogEntry, StartEntry};
 use room_actor::messages::{ByteString, Out, ToClient};
 use room_actor::metrics::RoomMetrics;
-use room_actor::redis_conn::RedisTarget;
+use room_actor::redis::keys::{game_pk, Keys};
+use room_actor::redis::target::RedisTarget;
 use room_actor::{RedisStore, RoomStore, StoreError};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -47,7 +47,7 @@ fn entry(seq: u64) -> LogEntry {
 fn start_of(pk: &str) -> StartEntry {
     StartEntry {
         game_pk: pk.to_owned(),
-        room_id: room_actor::keys::room_of(pk).unwrap_or_default().to_owned(),
+        room_id: room_actor::redis::keys::room_of(pk).unwrap_or_default().to_owned(),
         game: "tally".into(),
         seed: Seed(1),
         players: vec![PlayerId::from("p")],
@@ -1051,7 +1051,7 @@ async fn an_entry_whose_log_cannot_take_it_fails_alone() {
 
 /// The ids of a game's log stream, in order (entries and fence marks).
 async fn log_ids(store: &RedisStore, keys: &Keys, pk: &str) -> Vec<String> {
-    let room = room_actor::keys::room_of(pk).unwrap();
+    let room = room_actor::redis::keys::room_of(pk).unwrap();
     let mut conn = store.connection();
     let range: redis::streams::StreamRangeReply =
         redis::cmd("XRANGE").arg(keys.log(room, pk)).arg("-").arg("+").query_async(&mut conn).await.unwrap();
@@ -1253,7 +1253,7 @@ async fn a_batch_that_times_out_acknowledges_none_of_its_entries() {
     let pks: Vec<String> = ["r_ta", "r_tb", "r_tc"].iter().map(|r| game_pk(r, "01")).collect();
     // A first append connects the queue (and loads the script) before the pause.
     store.append_fenced(game_pk("r_warm", "01"), entry(1), String::new()).await.unwrap();
-    let pause_ms = room_actor::redis_conn::TIMEOUT.as_millis() as u64 + 1500;
+    let pause_ms = room_actor::redis::target::TIMEOUT.as_millis() as u64 + 1500;
     let paused = Command::new("redis-cli")
         .args(["-p", &server.port.to_string(), "client", "pause", &pause_ms.to_string(), "write"])
         .output()

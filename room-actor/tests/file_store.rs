@@ -7,9 +7,9 @@
 //! and its files are private to roomd's user.
 
 use engine::{Actor, PlayerId, RngState, Seed};
-use room_actor::file_store::{OpenError, DB_FILE};
-use room_actor::keys::game_pk;
 use room_actor::log::{GameRecord, LogEntry, Snapshot, StartEntry};
+use room_actor::redis::keys::game_pk;
+use room_actor::store::file::{OpenError, DB_FILE};
 use room_actor::{FileStore, MemoryStore, RoomStore};
 use std::path::Path;
 use std::time::Duration;

@@ -6,8 +6,8 @@
 mod support;
 
 use engine::{Actor, PlayerId, RngState, Seed};
-use room_actor::keys::game_pk;
 use room_actor::log::{GameRecord, LogEntry, Snapshot, StartEntry};
+use room_actor::redis::keys::game_pk;
 use room_actor::{FileStore, MemoryStore, RedisStore, RoomStore, StoreError};
 use std::sync::Arc;
 
@@ -173,7 +173,7 @@ async fn redis_append_is_fenced_by_the_room_lease() {
     let mut conn = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let lease = store.keys().lease("r_f");
     let _: () = redis::cmd("SET").arg(&lease).arg("node-b/2").query_async(&mut conn).await.unwrap();
-    let script = redis::Script::new(include_str!("../src/lua/append.lua"));
+    let script = redis::Script::new(include_str!("../src/redis/lua/append.lua"));
     let call = |token: &'static str, seq: u64| {
         let mut s = script.key(store.keys().log("r_f", &pk));
         s.key(store.keys().seq("r_f", &pk)).key(&lease).arg(seq).arg(b"x".to_vec()).arg(token);

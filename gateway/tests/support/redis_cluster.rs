@@ -5,7 +5,7 @@
 //! replica, SIGKILL / SIGSTOP a process, start it again, move a slot to another master).
 
 use super::procs::free_port;
-use room_actor::redis_conn::RedisTarget;
+use room_actor::redis::target::RedisTarget;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -26,8 +26,9 @@
 use super::frame;
 use crate::error::StoreError;
 use crate::metrics::RoomMetrics;
-use crate::redis_cluster::ClusterHealth;
-use crate::redis_conn::{RedisTarget, ThreadConns};
+use crate::redis::cluster::ClusterHealth;
+use crate::redis::conn::ThreadConns;
+use crate::redis::target::RedisTarget;
 use crate::summary::{Summarised, SUMMARY_EVERY};
 use futures_util::StreamExt;
 use redis::{PushInfo, PushKind, Value};
@@ -165,7 +166,7 @@ pub fn accept_frame(bytes: &[u8], source: FrameSource, metrics: &RoomMetrics) ->
 /// the node subscribes again through a new client, which reads the slot map afresh and
 /// finds the promoted replica. A new client made before the promotion reads the old
 /// map, so the subscription also follows the slot map that the node's cluster
-/// connections watch after a timeout (`redis_cluster.rs`): when it changes, the node
+/// connections watch after a timeout (`redis/cluster.rs`): when it changes, the node
 /// subscribes again at once, leaving out the seeds flagged as failing.
 pub const RESUBSCRIBE_EVERY: Duration = Duration::from_millis(250);
 
@@ -223,7 +224,7 @@ pub fn subscribe(target: RedisTarget, prefix: String, node: String, metrics: Roo
                         node = %node,
                         "bus subscription silent: no answer to a ping (one Redis) or to a renewed SSUBSCRIBE (a cluster) \
                          within {:?}; resubscribing on a new connection",
-                        crate::redis_conn::TIMEOUT
+                        crate::redis::target::TIMEOUT
                     );
                 }
                 Ok(Listened::Moved) => {
@@ -250,7 +251,7 @@ pub fn subscribe(target: RedisTarget, prefix: String, node: String, metrics: Roo
 }
 
 /// Where a node's subscription is: one Redis, or a Redis Cluster whose slot map it
-/// follows as the node's cluster connections watch it (`redis_cluster.rs`).
+/// follows as the node's cluster connections watch it (`redis/cluster.rs`).
 enum Source {
     Single(String),
     Cluster(Arc<ClusterHealth>, watch::Receiver<u64>),
@@ -265,7 +266,7 @@ enum Listened {
     /// The connection stopped answering (see [`PING_EVERY`] and [`RESUBSCRIBE_EVERY`]).
     Silent,
     /// The Redis Cluster's slot map changed while the subscription waited (a master
-    /// that hangs, failed over; `redis_cluster.rs`).
+    /// that hangs, failed over; `redis/cluster.rs`).
     Moved,
 }
 
@@ -291,10 +292,10 @@ async fn listen(
     tx: &mpsc::UnboundedSender<Delivered>,
     metrics: &RoomMetrics,
 ) -> redis::RedisResult<Listened> {
-    crate::redis_conn::install_tls_provider(url.starts_with("rediss://"));
+    crate::redis::target::install_tls_provider(url.starts_with("rediss://"));
     // Bounded like every other wait on Redis: a connection that cannot be made, or a
     // subscription never confirmed, is retried rather than waited on.
-    let subscribed = tokio::time::timeout(crate::redis_conn::TIMEOUT, async {
+    let subscribed = tokio::time::timeout(crate::redis::target::TIMEOUT, async {
         let mut pubsub = redis::Client::open(url)?.get_async_pubsub().await?;
         pubsub.subscribe(channel).await?;
         redis::RedisResult::Ok(pubsub)
@@ -303,7 +304,7 @@ async fn listen(
     let pubsub = subscribed.map_err(|_| {
         std::io::Error::new(
             std::io::ErrorKind::TimedOut,
-            format!("no subscription within {:?}", crate::redis_conn::TIMEOUT),
+            format!("no subscription within {:?}", crate::redis::target::TIMEOUT),
         )
     })??;
     let (mut sink, mut messages) = pubsub.split();
@@ -312,7 +313,7 @@ async fn listen(
     let pinger = tokio::spawn(async move {
         loop {
             tokio::time::sleep(PING_EVERY).await;
-            let answered = tokio::time::timeout(crate::redis_conn::TIMEOUT, sink.ping::<Value>()).await;
+            let answered = tokio::time::timeout(crate::redis::target::TIMEOUT, sink.ping::<Value>()).await;
             if !matches!(answered, Ok(Ok(_))) {
                 let _ = silent.send(());
                 return;
@@ -416,8 +417,9 @@ async fn listen_sharded(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::frame::RoomOpError;
     use crate::log::{decode_body as decode, encode_body as encode};
-    use crate::messages::{ByteString, RoomOpError};
+    use bytestring::ByteString;
     use serde::Serialize;
 
     fn metrics() -> RoomMetrics {

@@ -8,7 +8,7 @@
 //! no subscriber for [`MISSES_TO_DECLARE`] polls in a row **and** it sent no heartbeat in
 //! between (a live node whose subscriber connection is only reconnecting keeps beating,
 //! and its score moves). The dead node is removed from the membership (only if its score
-//! is still the one seen, `lua/forget.lua`) and its rooms are taken over at once with a
+//! is still the one seen, `redis/lua/forget.lua`) and its rooms are taken over at once with a
 //! higher epoch (`Leases::take_over`), without waiting for their leases.
 //!
 //! Why not `CLIENT LIST` with named connections: it is O(all clients of the Redis) per
@@ -23,7 +23,7 @@
 use crate::cluster::bus;
 use crate::cluster::membership::Member;
 use crate::error::StoreError;
-use crate::redis_conn::RedisConn;
+use crate::redis::conn::RedisConn;
 use prometheus::{Histogram, HistogramOpts, IntCounter, Registry};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

@@ -1,5 +1,5 @@
 //! Room ownership leases: `roomd:{room:ID}:lease = node/epoch`. The epoch grows with
-//! every claim, and every log append is fenced by it (`lua/append_checked.lua`, and the
+//! every claim, and every log append is fenced by it (`redis/lua/append_checked.lua`, and the
 //! `<epoch>-<seq>` ids of the fast path), so a node that lost a lease — paused,
 //! partitioned, slow — can never append to that room again.
 //!
@@ -14,8 +14,8 @@
 //! cost Redis two commands per room per second whether the room was played or idle.
 
 use crate::error::StoreError;
-use crate::keys::Keys;
-use crate::redis_conn::RedisConn;
+use crate::redis::conn::RedisConn;
+use crate::redis::keys::Keys;
 use redis::{RedisError, Script};
 
 fn unavailable(e: RedisError) -> StoreError {
@@ -43,9 +43,9 @@ impl Leases {
             keys,
             node: node.to_owned(),
             ttl_ms,
-            claim: Script::new(include_str!("../lua/claim.lua")),
-            take_over: Script::new(include_str!("../lua/take_over.lua")),
-            release: Script::new(include_str!("../lua/release.lua")),
+            claim: Script::new(include_str!("../redis/lua/claim.lua")),
+            take_over: Script::new(include_str!("../redis/lua/take_over.lua")),
+            release: Script::new(include_str!("../redis/lua/release.lua")),
         }
     }
 

@@ -3,8 +3,8 @@
 //! A draining node stays live (it still owns rooms until they move) but takes no new ones.
 
 use crate::error::StoreError;
-use crate::keys::Keys;
-use crate::redis_conn::RedisConn;
+use crate::redis::conn::RedisConn;
+use crate::redis::keys::Keys;
 use redis::{AsyncCommands, RedisError, Script};
 use std::collections::HashMap;
 
@@ -138,7 +138,7 @@ impl Membership {
     /// has sent a heartbeat since (then it is alive and stays). `true` if removed.
     pub async fn forget(&self, node: &str, seen_score: i64) -> Result<bool, StoreError> {
         let mut conn = self.conn.clone();
-        let removed: u8 = Script::new(include_str!("../lua/forget.lua"))
+        let removed: u8 = Script::new(include_str!("../redis/lua/forget.lua"))
             .key(self.keys.nodes())
             .key(self.keys.draining())
             .key(self.keys.node_layouts())
@@ -156,7 +156,7 @@ impl Membership {
     /// TTLs): how many. Atomic, so a node joining meanwhile keeps its entries.
     pub async fn sweep(&self) -> Result<u64, StoreError> {
         let mut conn = self.conn.clone();
-        Script::new(include_str!("../lua/sweep.lua"))
+        Script::new(include_str!("../redis/lua/sweep.lua"))
             .key(self.keys.nodes())
             .key(self.keys.draining())
             .key(self.keys.node_layouts())

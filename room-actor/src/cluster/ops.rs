@@ -3,8 +3,8 @@
 
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
-use crate::keys::Keys;
-use crate::redis_conn::RedisConn;
+use crate::redis::conn::RedisConn;
+use crate::redis::keys::Keys;
 use redis::RedisError;
 use std::collections::HashMap;
 
@@ -144,7 +144,7 @@ pub async fn rooms_page(
         let mut asked = Vec::new();
         for (i, (_, row)) in found.iter().enumerate() {
             if let Some(pk) = row.as_ref().and_then(|r| r.info.game_pk.as_deref()) {
-                if let Some(room) = crate::keys::room_of(pk) {
+                if let Some(room) = crate::redis::keys::room_of(pk) {
                     let mut top = redis::cmd("XREVRANGE");
                     top.arg(keys.log(room, pk)).arg("+").arg("-").arg("COUNT").arg(1);
                     tops.push(top);
@@ -156,7 +156,7 @@ pub async fn rooms_page(
             let replies: Vec<redis::streams::StreamRangeReply> = conn.each(&tops).await.map_err(unavailable)?;
             for (i, top) in asked.into_iter().zip(replies) {
                 if let Some(Some(row)) = found.get_mut(i).map(|(_, r)| r.as_mut()) {
-                    row.seq = Some(top.ids.first().and_then(|id| crate::redis_store::seq_of_id(&id.id)).unwrap_or(0));
+                    row.seq = Some(top.ids.first().and_then(|id| crate::store::redis::seq_of_id(&id.id)).unwrap_or(0));
                 }
             }
         }

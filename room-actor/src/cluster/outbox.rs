@@ -7,7 +7,7 @@
 //! their texts, so an update several of a node's sessions see crosses once.
 //!
 //! Before it cuts a frame the task lets the rest of its thread's tick run
-//! ([`let_the_tick_finish`](crate::redis_append::let_the_tick_finish)): what the rooms
+//! ([`let_the_tick_finish`](crate::pace::let_the_tick_finish)): what the rooms
 //! woken in the same round send goes in the same frame.
 //!
 //! With a batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, at most 5 ms by default) the
@@ -32,8 +32,9 @@
 use crate::cluster::bus::{self, Envelope, Publisher, SessionFrame};
 use crate::cluster::link::{self, Link, Links};
 use crate::error::StoreError;
-use crate::messages::{ByteString, ToClient};
 use crate::pace::{gather, Pace};
+use crate::wire::ToClient;
+use bytestring::ByteString;
 use prometheus::IntCounter;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};

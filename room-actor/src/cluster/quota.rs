@@ -5,7 +5,7 @@
 //!
 //! Each user has a set of the open rooms they host, `<prefix>:user:{ID}:rooms` (the
 //! user's hash tag, next to their games index). Creating a room takes a slot with one
-//! script (`lua/quota.lua`: check the size and add, atomically), so two nodes creating at
+//! script (`redis/lua/quota.lua`: check the size and add, atomically), so two nodes creating at
 //! the same moment cannot both pass a full cap. Slots are given back lazily: before the
 //! check, every room in the set that is closed (ended, gone, or no longer hosted by the
 //! user) is removed — whichever node or path closed it — so no close path has to
@@ -13,8 +13,8 @@
 
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
-use crate::keys::Keys;
-use crate::redis_conn::RedisConn;
+use crate::redis::conn::RedisConn;
+use crate::redis::keys::Keys;
 use engine::PlayerId;
 use redis::{AsyncCommands, Script};
 use std::sync::{Arc, RwLock};
@@ -34,7 +34,7 @@ pub struct RoomQuota {
 
 impl RoomQuota {
     pub fn new(conn: RedisConn, keys: Keys, prefix: &str) -> RoomQuota {
-        RoomQuota { conn, prefix: prefix.to_owned(), keys, take: Script::new(include_str!("../lua/quota.lua")) }
+        RoomQuota { conn, prefix: prefix.to_owned(), keys, take: Script::new(include_str!("../redis/lua/quota.lua")) }
     }
 
     fn key(&self, user: &PlayerId) -> String {
@@ -137,9 +137,9 @@ impl WaitingSeats {
 /// The per-user cap on open WebSockets, across the cluster.
 ///
 /// Each user has a hash `<prefix>:user:{ID}:sockets` with one field per node: how many of
-/// the user's sockets are open there. Opening one is a script (`lua/sockets_open.lua`) that
+/// the user's sockets are open there. Opening one is a script (`redis/lua/sockets_open.lua`) that
 /// sums the fields of the live nodes and adds one to this node's field if the sum is under
-/// the cap; closing one takes it off again (`lua/sockets_close.lua`): one round trip each,
+/// the cap; closing one takes it off again (`redis/lua/sockets_close.lua`): one round trip each,
 /// nothing per message. Fields of nodes that are not live are not counted, so the sockets
 /// of a node that died do not lock its users out; a node restarted with the same id zeroes
 /// its old fields first ([`UserSockets::forget_previous`]), from the set of users it
@@ -170,8 +170,8 @@ impl UserSockets {
             conn,
             keys,
             node: node.to_owned(),
-            open: Script::new(include_str!("../lua/sockets_open.lua")),
-            close: Script::new(include_str!("../lua/sockets_close.lua")),
+            open: Script::new(include_str!("../redis/lua/sockets_open.lua")),
+            close: Script::new(include_str!("../redis/lua/sockets_close.lua")),
             live: Arc::new(RwLock::new(Arc::from(Vec::new()))),
         }
     }

@@ -4,9 +4,9 @@
 //! the game finishes (record stored, then `result`).
 
 use super::stall::{Pending, Stall, RESOLVE_FIRST, RESOLVE_MAX};
-use super::{named, Phase, RoomActor, Running};
+use super::{named, Origin, Phase, RoomActor, Running, INTERNAL_REASON};
 use crate::error::StoreError;
-use crate::log::{GameRecord, LogEntry, Snapshot, StoredGame};
+use crate::log::{GameRecord, LogEntry, Snapshot};
 use crate::messages::*;
 use crate::store::StoreFuture;
 use crate::wire;
@@ -18,46 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{error, info, warn};
 
-pub(super) const INTERNAL_REASON: &str = "처리하지 못했어요. 다시 시도해 주세요";
 /// Attempts to write a finished game's record before giving up (about 5 minutes).
 const RECORD_ATTEMPTS: u32 = 150;
-
-/// Who is waiting for the outcome of an input.
-pub(super) enum Origin {
-    /// `hop`: the time the action spent on the bus from another node's gateway.
-    Client {
-        cs: u64,
-        out: Out,
-        received: Instant,
-        hop: Duration,
-    },
-    Timer,
-    Bot,
-}
-
-impl Origin {
-    fn cs(&self) -> Option<u64> {
-        match self {
-            Origin::Client { cs, .. } => Some(*cs),
-            _ => None,
-        }
-    }
-
-    /// The round trip the game credits this input with (`Ctx::rtt_ms`, logged with the
-    /// entry so a replay judges it identically): the player's RTT to their gateway, plus,
-    /// for an action that came from another node's gateway, twice its bus hop. A game
-    /// crediting half the RTT (Halli Galli's `latencyComp=light`: `min(RTT/2, 80 ms)`)
-    /// thereby also credits the hop, so a ring is judged by when it entered the cluster,
-    /// whichever node owns the room. `None` when there is neither.
-    pub(super) fn credited_rtt(&self, rtt_ms: Option<u32>) -> Option<u32> {
-        let hop = match self {
-            Origin::Client { hop, .. } if !hop.is_zero() => *hop,
-            _ => return rtt_ms,
-        };
-        let hop_ms = u32::try_from(hop.as_millis()).unwrap_or(u32::MAX);
-        Some(rtt_ms.unwrap_or(0).saturating_add(hop_ms.saturating_mul(2)))
-    }
-}
 
 /// Where the room's log writes stand.
 pub(super) struct Pipeline<G: Game> {
@@ -121,11 +83,6 @@ impl<G: Game> Pipeline<G> {
         }
         Some(rtt.clone())
     }
-}
-
-/// The RTT table as a stored game's log last recorded it.
-pub(super) fn last_logged_rtt(stored: &StoredGame) -> BTreeMap<PlayerId, u32> {
-    stored.entries.iter().rev().find_map(|e| e.rtt.clone()).unwrap_or(stored.start.rtt.clone())
 }
 
 impl<G: Game> RoomActor<G> {

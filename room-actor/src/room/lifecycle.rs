@@ -4,10 +4,12 @@
 use super::admin::{operator_result, AdminState, Recent};
 use super::audience::Audience;
 use super::clock::RoomTime;
-use super::input::{last_logged_rtt, Pipeline};
+use super::input::Pipeline;
 use super::lobby::{Lobby, Seat};
 use super::timers::Timers;
-use super::{Config, Phase, RoomActor, RoomDeps, RoomSpec, Running, RECOVERY_HOLD_MS, ROOM_MAILBOX};
+use super::{
+    last_logged_rtt, Config, InfoSaved, Phase, RoomActor, RoomDeps, RoomSpec, Running, RECOVERY_HOLD_MS, ROOM_MAILBOX,
+};
 use crate::directory::{Mailbox, RoomHandle, RoomInfo, RoomStatus, SeatInfo};
 use crate::error::RebuildError;
 use crate::log::StoredGame;
@@ -368,23 +370,5 @@ impl<G: Game> Mailbox for Addr<RoomActor<G>> {
     }
     fn inspect(&self) -> Recipient<Inspect> {
         self.clone().recipient()
-    }
-}
-
-/// A save of the room's info in flight ([`RoomActor::save_info`]).
-pub(super) struct InfoSaved(tokio::sync::oneshot::Receiver<bool>);
-
-impl InfoSaved {
-    /// `answer` once the info is stored: what is acknowledged (a room made, a seat taken
-    /// or given up) is on disk, or in Redis, before the client hears it. A store that
-    /// failed answers `room_unavailable`; the change stays in the room, which saves it
-    /// again with its next change, and the client's retry finds it made.
-    pub(super) fn then_answer<T: Send + 'static>(self, answer: T) -> ResponseFuture<Result<T, RoomOpError>> {
-        Box::pin(async move {
-            match self.0.await {
-                Ok(true) => Ok(answer),
-                _ => Err(RoomOpError::unavailable()),
-            }
-        })
     }
 }

@@ -1,9 +1,7 @@
 //! The lobby: who sits where, who hosts, and the start of the game (its start entry is
 //! stored before the room plays).
 
-use super::input::INTERNAL_REASON;
-use super::lifecycle::InfoSaved;
-use super::{Phase, RoomActor, Running};
+use super::{InfoSaved, Phase, RoomActor, Running, INTERNAL_REASON};
 use crate::dedupe::AppliedCs;
 use crate::directory::RoomInfo;
 use crate::log::StartEntry;
@@ -141,7 +139,7 @@ impl<G: Game> Handler<LeaveSeat> for RoomActor<G> {
             Phase::Playing(run) => {
                 match G::on_leave(&run.state, &msg.user) {
                     Some(input) => {
-                        self.process(ctx, GameActor::Player(msg.user), input, super::input::Origin::Timer);
+                        self.process(ctx, GameActor::Player(msg.user), input, super::Origin::Timer);
                     }
                     None => {
                         // The game has no forfeit: the player counts as away with their grace
@@ -239,7 +237,8 @@ impl<G: Game> Handler<Start> for RoomActor<G> {
                 return refuse(RoomOpError::new(500, "internal_error", INTERNAL_REASON));
             }
         };
-        let game_pk = crate::keys::game_pk(&self.id, &Seed::from_os().unwrap_or(Seed(now as u128)).to_hex()[..16]);
+        let game_pk =
+            crate::redis::keys::game_pk(&self.id, &Seed::from_os().unwrap_or(Seed(now as u128)).to_hex()[..16]);
         let start = StartEntry {
             game_pk: game_pk.clone(),
             room_id: self.id.clone(),

@@ -9,7 +9,9 @@
 //!
 //! # Layout
 //!
-//! - this file: the actor's state, grouped by concern, and what every room shares.
+//! - this file: the actor's state, grouped by concern, what every room shares, and what
+//!   its parts share (where an input came from, the RTT table a log last recorded, a
+//!   save of the room's info in flight).
 //! - [`clock`]: where rooms read the time; `now` never runs backwards in a room.
 //! - `lifecycle`: creating, restoring and spawning a room, its public info, closing.
 //! - `lobby`: seats, the host and the start (`TakeSeat`, `LeaveSeat`, `RemoveSeat`,
@@ -35,16 +37,19 @@ pub use clock::Clock;
 pub use lobby::MAX_REMOVED;
 
 use crate::directory::Directory;
-use crate::log::StartEntry;
+use crate::log::{StartEntry, StoredGame};
+use crate::messages::{Out, RoomOpError};
 use crate::metrics::RoomMetrics;
 use crate::store::RoomStore;
+use actix::ResponseFuture;
 use audience::Audience;
 use clock::RoomTime;
-use engine::{Game, GameResult, Rng, Seed};
+use engine::{Game, GameResult, PlayerId, Rng, Seed};
 use input::Pipeline;
 use lobby::Lobby;
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use timers::Timers;
 
 /// What every room of a node shares.
@@ -163,6 +168,68 @@ fn named(result: &GameResult, start: &StartEntry) -> GameResult {
         }
     }
     shown
+}
+
+const INTERNAL_REASON: &str = "처리하지 못했어요. 다시 시도해 주세요";
+
+/// Who is waiting for the outcome of an input.
+enum Origin {
+    /// `hop`: the time the action spent on the bus from another node's gateway.
+    Client {
+        cs: u64,
+        out: Out,
+        received: Instant,
+        hop: Duration,
+    },
+    Timer,
+    Bot,
+}
+
+impl Origin {
+    fn cs(&self) -> Option<u64> {
+        match self {
+            Origin::Client { cs, .. } => Some(*cs),
+            _ => None,
+        }
+    }
+
+    /// The round trip the game credits this input with (`Ctx::rtt_ms`, logged with the
+    /// entry so a replay judges it identically): the player's RTT to their gateway, plus,
+    /// for an action that came from another node's gateway, twice its bus hop. A game
+    /// crediting half the RTT (Halli Galli's `latencyComp=light`: `min(RTT/2, 80 ms)`)
+    /// thereby also credits the hop, so a ring is judged by when it entered the cluster,
+    /// whichever node owns the room. `None` when there is neither.
+    fn credited_rtt(&self, rtt_ms: Option<u32>) -> Option<u32> {
+        let hop = match self {
+            Origin::Client { hop, .. } if !hop.is_zero() => *hop,
+            _ => return rtt_ms,
+        };
+        let hop_ms = u32::try_from(hop.as_millis()).unwrap_or(u32::MAX);
+        Some(rtt_ms.unwrap_or(0).saturating_add(hop_ms.saturating_mul(2)))
+    }
+}
+
+/// The RTT table as a stored game's log last recorded it.
+fn last_logged_rtt(stored: &StoredGame) -> BTreeMap<PlayerId, u32> {
+    stored.entries.iter().rev().find_map(|e| e.rtt.clone()).unwrap_or(stored.start.rtt.clone())
+}
+
+/// A save of the room's info in flight ([`RoomActor::save_info`]).
+struct InfoSaved(tokio::sync::oneshot::Receiver<bool>);
+
+impl InfoSaved {
+    /// `answer` once the info is stored: what is acknowledged (a room made, a seat taken
+    /// or given up) is on disk, or in Redis, before the client hears it. A store that
+    /// failed answers `room_unavailable`; the change stays in the room, which saves it
+    /// again with its next change, and the client's retry finds it made.
+    fn then_answer<T: Send + 'static>(self, answer: T) -> ResponseFuture<Result<T, RoomOpError>> {
+        Box::pin(async move {
+            match self.0.await {
+                Ok(true) => Ok(answer),
+                _ => Err(RoomOpError::unavailable()),
+            }
+        })
+    }
 }
 
 impl<G: Game> RoomActor<G> {

@@ -3,8 +3,7 @@
 //! `room_unavailable` meanwhile and resolves the stall by itself: the same entry is sent
 //! again, read back, or the room catches up from its log.
 
-use super::input::{last_logged_rtt, Origin};
-use super::{Phase, RoomActor};
+use super::{last_logged_rtt, Origin, Phase, RoomActor};
 use crate::error::StoreError;
 use crate::log::{LogEntry, StoredGame};
 use crate::rebuild::{rebuild, From, Rebuilt};

@@ -1,8 +1,7 @@
 //! Timers and bots: the room's single timer armed at the earliest deadline, and each
 //! bot's planned move; both come back as messages and take the input path.
 
-use super::input::Origin;
-use super::{Phase, RoomActor};
+use super::{Origin, Phase, RoomActor};
 use crate::messages::*;
 use actix::prelude::*;
 use engine::schedule;

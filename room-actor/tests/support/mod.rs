@@ -150,7 +150,7 @@ pub async fn add_bot(room: &RoomHandle, host: &str) {
 pub fn cluster_config(id: &str, url: &str, prefix: &str) -> room_actor::cluster::node::ClusterConfig {
     room_actor::cluster::node::ClusterConfig {
         node_id: id.into(),
-        redis: room_actor::redis_conn::RedisTarget::Single(url.to_owned()),
+        redis: room_actor::redis::target::RedisTarget::Single(url.to_owned()),
         prefix: prefix.to_owned(),
         lease_ms: 3000,
         heartbeat_ms: 500,

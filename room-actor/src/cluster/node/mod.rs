@@ -26,9 +26,9 @@ use crate::cluster::routes::RouteBoard;
 use crate::directory::{RoomHandle, RoomInfo};
 use crate::error::{RebuildError, StoreError};
 use crate::log::StoredGame;
-use crate::redis_store::RedisStore;
 use crate::room::{RoomActor, RoomDeps};
 use crate::sessions::Sessions;
+use crate::store::redis::RedisStore;
 use crate::store::RoomStore;
 use crate::supervise::{Policy, Supervisor};
 use crate::threads::RoomThreads;
@@ -70,7 +70,7 @@ pub enum Claim {
 #[derive(Clone, Debug)]
 pub struct ClusterConfig {
     pub node_id: String,
-    pub redis: crate::redis_conn::RedisTarget,
+    pub redis: crate::redis::target::RedisTarget,
     /// Key prefix (and bus channel prefix) shared by the nodes of one cluster.
     pub prefix: String,
     pub lease_ms: u64,

@@ -1,24 +1,26 @@
 //! `RoomStore` on Redis: a Redis Stream per game for the log (bincode entries), strings
 //! for the start entry, snapshot and record, a sorted set per user for `/api/me/games`.
 //! A log's ids are `<lease epoch>-<seq>`, so the stream itself refuses an older owner's
-//! entry once a new owner fenced it (`lua/fence.lua`); appends are group-committed per
-//! thread, checked by a script or sent as bare `XADD`s (`redis_append.rs`; one script per
-//! append on a Redis Cluster, `lua/append.lua`). Finished games expire after 90 days.
+//! entry once a new owner fenced it (`redis/lua/fence.lua`); appends are group-committed
+//! per thread, checked by a script or sent as bare `XADD`s (`redis/append.rs`; one script
+//! per append on a Redis Cluster, `redis/lua/append.lua`). Finished games expire after 90
+//! days.
 //!
-//! The connection (`redis_conn.rs`: one Redis or a Redis Cluster) reconnects with
+//! The connection (`redis/conn.rs`: one Redis or a Redis Cluster) reconnects with
 //! backoff after Redis restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
 //! room refuses inputs (nothing is acknowledged that is not stored). An append that timed
 //! out or lost its connection after it was sent fails with `StoreError::Unknown`: Redis
 //! may have stored it, and the room resolves it by retrying the same entry and reading
-//! the log back (`room.rs`), never by assuming it failed.
+//! the log back (`room/stall.rs`), never by assuming it failed.
 
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
-use crate::keys::{room_of, Keys};
 use crate::lobby::{self, LobbyFilter};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
-use crate::redis_append::{Appended, Appender, Replicated};
-use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
+use crate::redis::append::{Appended, Appender, Replicated};
+use crate::redis::conn::{RedisConn, ThreadConns};
+use crate::redis::keys::{room_of, Keys};
+use crate::redis::target::RedisTarget;
 use crate::store::{RoomStore, StoreFuture};
 use engine::PlayerId;
 use redis::streams::StreamRangeReply;
@@ -36,11 +38,11 @@ pub struct RedisStore {
     keys: Keys,
     /// Shared, like the rest: an append on a Redis Cluster clones the store into its future.
     append: Arc<Script>,
-    /// `lua/fence.lua`: a node that takes a room over fences its game's log first.
+    /// `redis/lua/fence.lua`: a node that takes a room over fences its game's log first.
     fence: Arc<Script>,
     /// Replicated acknowledgements (`ROOMD__REDIS__ACK_REPLICAS` > 0).
     acks: Option<Arc<Acks>>,
-    /// Group commit of appends (one Redis; `None` on a Redis Cluster: `redis_append.rs`).
+    /// Group commit of appends (one Redis; `None` on a Redis Cluster: `redis/append.rs`).
     appender: Option<Arc<Appender>>,
     /// A connection per thread for the hot path (appends, the bus publisher): each is
     /// driven by the thread whose rooms use it.
@@ -115,9 +117,9 @@ impl Acks {
     }
 }
 
-const APPEND_LUA: &str = include_str!("lua/append.lua");
-const FENCE_LUA: &str = include_str!("lua/fence.lua");
-const TOUCH_LUA: &str = include_str!("lua/touch.lua");
+const APPEND_LUA: &str = include_str!("../redis/lua/append.lua");
+const FENCE_LUA: &str = include_str!("../redis/lua/fence.lua");
+const TOUCH_LUA: &str = include_str!("../redis/lua/touch.lua");
 
 /// `EVALSHA` of `script` as one pipeline command (a pipeline cannot load a script: on
 /// `NOSCRIPT` nothing ran, and the caller loads it and sends the pipeline again).
@@ -147,7 +149,7 @@ fn room(game_pk: &str) -> Result<&str, StoreError> {
     room_of(game_pk).ok_or_else(|| StoreError::Corrupt(format!("game pk {game_pk} names no room")))
 }
 
-/// A log stream entry's bincode body, `None` for a fence mark (`lua/fence.lua`).
+/// A log stream entry's bincode body, `None` for a fence mark (`redis/lua/fence.lua`).
 fn entry_body(id: &redis::streams::StreamId) -> Result<Option<Vec<u8>>, StoreError> {
     if let Some(bytes) = id.get::<Vec<u8>>("e") {
         return Ok(Some(bytes));
@@ -266,7 +268,7 @@ impl RedisStore {
     }
 
     /// Appends wait `window` after the first entry of a batch for more to join it (see
-    /// `redis_append.rs`); zero (the default) sends each batch at once. Call it before
+    /// `redis/append.rs`); zero (the default) sends each batch at once. Call it before
     /// the first append. A Redis Cluster sends each append on its own: no window there.
     pub fn with_batch_window(mut self, window: Duration) -> RedisStore {
         if let Some(appender) = &self.appender {
@@ -528,7 +530,7 @@ impl RedisStore {
             .map(|a| (a.stats.batches.load(Ordering::Relaxed), a.stats.entries.load(Ordering::Relaxed)))
     }
 
-    /// Entries appended on the fast path (a bare `XADD`, `redis_append.rs`) since start.
+    /// Entries appended on the fast path (a bare `XADD`, `redis/append.rs`) since start.
     pub fn fast_appends(&self) -> Option<u64> {
         self.appender.as_ref().map(|a| a.stats.fast.load(Ordering::Relaxed))
     }
@@ -547,7 +549,7 @@ impl RedisStore {
     }
 
     /// Fences `game_pk`'s log for the holder of `token`, a node that has just taken the
-    /// room: no older owner's entry can go in after this (`lua/fence.lua`). Call it
+    /// room: no older owner's entry can go in after this (`redis/lua/fence.lua`). Call it
     /// before reading the log. `Fenced` if the lease is no longer `token`'s.
     pub async fn fence(&self, game_pk: &str, token: &str) -> Result<(), StoreError> {
         let room = room(game_pk)?;
@@ -557,7 +559,7 @@ impl RedisStore {
             .key(self.keys.lease(room))
             .key(self.keys.log(room, game_pk))
             .arg(token)
-            .arg(crate::redis_append::epoch_of(token))
+            .arg(crate::redis::append::epoch_of(token))
             .arg(if self.fast_path_open() { "1" } else { "0" })
             .invoke_async(&mut conn)
             .await

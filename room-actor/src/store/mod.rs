@@ -1,7 +1,10 @@
 //! Persistence behind a narrow trait of domain verbs. Three implementations: [`MemoryStore`]
 //! (tests, `store.kind = memory`) here, the file store (the embedded node's default,
-//! `file_store.rs`) and the Redis store (cluster mode). Both keep
+//! [`file`]) and the Redis store (cluster mode, [`redis`]). Both keep
 //! entries bincode-encoded, so the codec runs in every mode.
+
+pub mod file;
+pub mod redis;
 
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};

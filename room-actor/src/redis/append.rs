@@ -43,7 +43,8 @@
 //! so its appends always meet the same queue.
 //!
 //! Before it cuts a batch the task lets the rest of its thread's tick run
-//! ([`let_the_tick_finish`]), so the rooms woken in the same round add their entries.
+//! ([`let_the_tick_finish`](crate::pace::let_the_tick_finish)), so the rooms woken in the
+//! same round add their entries.
 //! A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`, at most 5 ms by default) makes the
 //! task wait after a batch's first entry before it takes the rest, but only while the
 //! queue is busy enough to fill it, and only until five more have come (at most as long
@@ -57,9 +58,10 @@
 //! pipelines those per master.
 
 use crate::error::StoreError;
-use crate::keys::Keys;
 use crate::pace::{gather, Pace};
-use crate::redis_conn::{RedisConn, RedisTarget, ThreadConns};
+use crate::redis::conn::{RedisConn, ThreadConns};
+use crate::redis::keys::Keys;
+use crate::redis::target::RedisTarget;
 use redis::aio::ConnectionLike;
 use redis::{Cmd, Pipeline, Script, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -593,18 +595,6 @@ fn parse(reply: Option<Value>, n: usize) -> Result<Vec<Result<Appended, StoreErr
         _ => Err(odd(&item)),
     };
     items.into_iter().map(outcome).collect()
-}
-
-/// Lets the rest of this thread's tick run before a batch is cut: the tasks already
-/// woken (rooms whose actions the same `epoll` round delivered) run first and add what
-/// they have, and the reactor is polled once more. Without it a queue woken by the first
-/// room of a tick sends that room's entry alone and the others wait for the next round
-/// trip. It costs one task poll per batch and no timer, and adds no wait beyond the tick
-/// itself (a yielded task is run again once the tasks ahead of it and one non-blocking
-/// reactor poll are done). Its measured effect is in docs/bench-history-2026-12.md ("The rest of the
-/// tick before a batch is cut").
-pub(crate) async fn let_the_tick_finish() {
-    tokio::task::yield_now().await;
 }
 
 /// The queue's task: takes the first entry, waits out the batch window where the queue's

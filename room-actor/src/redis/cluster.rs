@@ -19,14 +19,14 @@
 //!   replaced while the master hangs but before its replica is promoted has read the
 //!   old map again, and connections that were idle during the hang (a store's, a
 //!   thread's that had no work) have never noticed anything. The node's sharded bus
-//!   subscription follows the same map (`bus.rs`).
+//!   subscription follows the same map (`cluster/bus.rs`).
 //! - A replacement leaves out the seeds the last read flagged as failing: connecting
 //!   waits for every seed, and a hung one takes its whole connection timeout.
 //!
 //! The map the watch compares with is read once when the first connection is made, so
 //! a failover the watch only sees after it happened still counts as a change.
 
-use crate::redis_conn::{RedisTarget, TIMEOUT};
+use crate::redis::target::{RedisTarget, TIMEOUT};
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
