@@ -1,6 +1,6 @@
 //! Recorded games for the rebuild and log-codec benches: a game is played step by step
 //! and every applied input becomes a [`LogEntry`] built exactly as the room runner builds
-//! one (`room-actor/src/room.rs`, `process`): the input as JSON, `now`, the actor, the
+//! one (`room-actor/src/room/input.rs`, `process`): the input as JSON, `now`, the actor, the
 //! client's `cs` (`None` for server inputs) and the RTT passed to `apply`.
 
 use anyhow::Context;

@@ -1,5 +1,5 @@
 //! The fuzz targets' shared driver: the client input path exactly as a room runs it
-//! (`room-actor/src/room.rs`, `Handler<Act>` then `process` then `commit`), with the
+//! (`room-actor/src/room/input.rs`, `Handler<Act>` then `process` then `commit`), with the
 //! contract's invariants asserted at every step. A panic anywhere is a crash to libFuzzer.
 //!
 //! A game case is a 9-byte header followed by the action:
