@@ -13,7 +13,7 @@ use engine::games::halli_galli::bot::sees_five;
 use engine::games::halli_galli::options::BotLevel;
 use engine::games::halli_galli::rules::HalliGalliAction;
 use engine::games::halli_galli::HalliGalli;
-use engine::{Actor, Game, Input, ViewCtx};
+use engine::{Actor, Game, Input, PlayerId, ViewCtx};
 use room_actor::room::Clock;
 use serde_json::json;
 use support::games::*;
@@ -32,38 +32,54 @@ struct Rings {
     fastest_wrong: i64,
 }
 
+/// A Halli Galli room of `bots` bots at `level` and the host as `human` does.
+fn halli_galli(room: String, level: &str, bots: usize, human: Human, seed: u128) -> Setup {
+    Setup { room, game: "halli-galli", options: json!({"botLevel": level}), bots, human, grace_sec: 5, seed }
+}
+
+/// One ring in a played game's log.
+struct Ring<'a> {
+    who: &'a PlayerId,
+    /// A five showed to the ringer (the first such ring collects; later ones are refused
+    /// and never logged).
+    correct: bool,
+    /// Milliseconds since the table last changed: the entry logged just before it.
+    after: i64,
+    seq: u64,
+}
+
+/// Every ring of a played game, from its replayed log.
+fn rings_of<'a>(played: &Played, replay: &'a Replay<HalliGalli>) -> Vec<Ring<'a>> {
+    let mut rings = Vec::new();
+    for (entry, input, before) in replay.steps() {
+        let Actor::Player(who) = &entry.actor else { continue };
+        if !matches!(input, Input::Client(HalliGalliAction::Ring { .. })) {
+            continue;
+        }
+        let changed_at = match entry.seq {
+            1 => played.stored.start.started_at,
+            seq => played.stored.entries[usize::try_from(seq - 2).unwrap()].at,
+        };
+        let view = HalliGalli::view(before, Some(who), &ViewCtx { now: entry.at, rtt: None });
+        rings.push(Ring { who, correct: sees_five(&view), after: entry.at - changed_at, seq: entry.seq });
+    }
+    rings
+}
+
 async fn rings_at(level: BotLevel, name: &str) -> Rings {
     let (react_min, _, _) = level.reaction();
     let mut rings = Rings { correct: 0, wrong: 0, fastest_correct: i64::MAX, fastest_wrong: i64::MAX };
     tokio::time::pause();
     let node = Node::new(Clock::tokio());
     for i in 0..GAMES {
-        let played = play(
-            &node,
-            Setup {
-                room: format!("hg-react-{name}-{i}"),
-                game: "halli-galli",
-                options: json!({"botLevel": name}),
-                bots: 3,
-                human: Human::Absent,
-                grace_sec: 5,
-                seed: 0x0b07_0000 + i,
-            },
-        )
-        .await;
+        let played =
+            play(&node, halli_galli(format!("hg-react-{name}-{i}"), name, 3, Human::Absent, 0x0b07_0000 + i)).await;
         let replay = verify::<HalliGalli>(&played);
-        for (entry, input, before) in replay.steps() {
-            let Actor::Player(bot) = &entry.actor else { continue };
-            if !played.bots.contains(bot) || !matches!(input, Input::Client(HalliGalliAction::Ring { .. })) {
+        for Ring { who: bot, correct, after, seq } in rings_of(&played, &replay) {
+            if !played.bots.contains(bot) {
                 continue;
             }
-            let changed_at = match entry.seq {
-                1 => played.stored.start.started_at,
-                seq => played.stored.entries[usize::try_from(seq - 2).unwrap()].at,
-            };
-            let after = entry.at - changed_at;
-            let view = HalliGalli::view(before, Some(bot), &ViewCtx { now: entry.at, rtt: None });
-            let (count, fastest, least, what) = if sees_five(&view) {
+            let (count, fastest, least, what) = if correct {
                 (&mut rings.correct, &mut rings.fastest_correct, react_min, "a five")
             } else {
                 (&mut rings.wrong, &mut rings.fastest_wrong, MISTAKE_MIN_MS, "wrongly")
@@ -72,8 +88,7 @@ async fn rings_at(level: BotLevel, name: &str) -> Rings {
             *fastest = (*fastest).min(after);
             assert!(
                 after >= least,
-                "{name} bot {bot} rang {what} {after} ms after the table changed (seq {}; its least is {least} ms)",
-                entry.seq
+                "{name} bot {bot} rang {what} {after} ms after the table changed (seq {seq}; its least is {least} ms)"
             );
         }
     }
@@ -111,33 +126,15 @@ async fn races_against_a_400_ms_person(level: &str) -> (usize, usize) {
     let mut game = 0u128;
     while person + bot < RACES {
         assert!(game < 40, "{level}: only {} races in {game} games", person + bot);
-        let played = play(
-            &node,
-            Setup {
-                room: format!("hg-race-{level}-{game}"),
-                game: "halli-galli",
-                options: json!({"botLevel": level}),
-                bots: 1,
-                human: Human::Reacts(400),
-                grace_sec: 5,
-                seed: 0x0ace_0000 + game,
-            },
-        )
-        .await;
+        let setup = halli_galli(format!("hg-race-{level}-{game}"), level, 1, Human::Reacts(400), 0x0ace_0000 + game);
+        let played = play(&node, setup).await;
         game += 1;
         let replay = replay_validating::<HalliGalli>(&played.stored);
-        for (entry, input, before) in replay.steps() {
-            let Actor::Player(who) = &entry.actor else { continue };
-            if !matches!(input, Input::Client(HalliGalliAction::Ring { .. })) {
-                continue;
-            }
-            let view = HalliGalli::view(before, Some(who), &ViewCtx { now: entry.at, rtt: None });
-            if sees_five(&view) {
-                if *who == played.host {
-                    person += 1;
-                } else {
-                    bot += 1;
-                }
+        for ring in rings_of(&played, &replay).into_iter().filter(|r| r.correct) {
+            if *ring.who == played.host {
+                person += 1;
+            } else {
+                bot += 1;
             }
         }
     }
