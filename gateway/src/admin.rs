@@ -21,7 +21,7 @@ use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use engine::PlayerId;
 use room_actor::cluster::bus::{NodeCmd, Reply};
 use room_actor::cluster::ops::{self, RoomFilter};
-use room_actor::messages::RoomOpError;
+use room_actor::messages::{Close, Kick, RoomOpError};
 use room_actor::room_ref::Inspection;
 use room_actor::{RoomInfo, RoomRef};
 use serde::Deserialize;
@@ -329,7 +329,8 @@ async fn close(
 ) -> Result<HttpResponse, ApiError> {
     let body: CloseBody = body_or_default(&body)?;
     let detail = format!("reason={}", body.reason);
-    room_verb(&state, "close", &path, &detail, |room| async move { room.close(body.reason).await }).await
+    room_verb(&state, "close", &path, &detail, |room| async move { room.ask(Close { reason: body.reason }).await })
+        .await
 }
 
 async fn kick(
@@ -344,7 +345,8 @@ async fn kick(
         return Err(ApiError::bad_request("bad_user", "user가 비어 있어요"));
     }
     let detail = format!("user={} reason={}", body.user, body.reason);
-    let verb = |room: RoomRef| async move { room.kick(PlayerId::from(body.user), body.reason).await };
+    let verb =
+        |room: RoomRef| async move { room.ask(Kick { user: PlayerId::from(body.user), reason: body.reason }).await };
     room_verb(&state, "kick", &path, &detail, verb).await
 }
 

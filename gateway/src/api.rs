@@ -11,6 +11,7 @@ use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
 use room_actor::cluster::node::Unready;
 use room_actor::lobby::{self, LobbyFilter};
+use room_actor::messages::{LeaveSeat, RemoveSeat, Start, TakeSeat};
 use room_actor::spawn::{initial_info, prepare_room, CreateError, NewRoom};
 use room_actor::supervise::Down;
 use room_actor::RoomStatus;
@@ -355,11 +356,11 @@ async fn sit(
         check_waiting_seats(&state, &user.id, &path).await?;
     }
     let room = state.rooms.find(&path).await?;
-    Ok(HttpResponse::Ok().json(room.take_seat(user.id, user.name, bot).await?))
+    Ok(HttpResponse::Ok().json(room.ask(TakeSeat { user: user.id, name: user.name, bot }).await?))
 }
 
 async fn leave(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(state.rooms.find(&path).await?.leave_seat(user.id).await?))
+    Ok(HttpResponse::Ok().json(state.rooms.find(&path).await?.ask(LeaveSeat { user: user.id }).await?))
 }
 
 /// `DELETE /api/rooms/{room}/seats/{userId}`: the host removes a seated player (or bot)
@@ -370,7 +371,8 @@ async fn remove_seat(
     path: web::Path<(String, String)>,
 ) -> Result<HttpResponse, ApiError> {
     let (room, target) = path.into_inner();
-    Ok(HttpResponse::Ok().json(state.rooms.find(&room).await?.remove_seat(user.id, PlayerId::from(target)).await?))
+    let verb = RemoveSeat { by: user.id, user: PlayerId::from(target) };
+    Ok(HttpResponse::Ok().json(state.rooms.find(&room).await?.ask(verb).await?))
 }
 
 /// Refuses a seat in `room` (or a new room of theirs) when `user` already sits in
@@ -394,7 +396,7 @@ async fn check_waiting_seats(state: &AppState, user: &PlayerId, room: &str) -> R
 }
 
 async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let game_pk = state.rooms.find(&path).await?.start(user.id).await?;
+    let game_pk = state.rooms.find(&path).await?.ask(Start { user: user.id }).await?;
     Ok(HttpResponse::Ok().json(json!({"gamePk": game_pk})))
 }
 

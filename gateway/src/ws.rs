@@ -18,7 +18,7 @@ use actix_web_actors::ws;
 use bytes::Bytes;
 use engine::PlayerId;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use room_actor::messages::{Notice, Out, SessionId, ToClient};
+use room_actor::messages::{Act, Chat, Notice, Out, Rtt, SessionId, Subscribe, ToClient, Unsubscribe};
 use room_actor::room_ref::{Caller, Lookup, Missing, RouteLost};
 use room_actor::sessions::Session;
 use room_actor::{wire, RoomRef};
@@ -315,7 +315,7 @@ impl WsSession {
         }
         let Some(caller) = &self.caller else { return };
         for room in self.rooms.values() {
-            room.rtt(caller, rtt_ms);
+            let _ = room.tell(caller, Rtt { rtt_ms }, Instant::now());
         }
     }
 
@@ -422,7 +422,7 @@ impl WsSession {
                 if let (Some(route), Some(caller)) =
                     (self.watching.remove(&room).then(|| self.rooms.remove(&room)).flatten(), &self.caller)
                 {
-                    route.unsubscribe(caller);
+                    let _ = route.tell(caller, Unsubscribe, received);
                 }
             }
             ClientMsg::Chat { room, phrase } => {
@@ -431,7 +431,7 @@ impl WsSession {
                     Err(Missing::Moving) => act.send_frame(ctx, wire::room_unavailable(&room)),
                     Ok(route) => {
                         let Some(caller) = &act.caller else { return };
-                        if route.chat(caller, phrase).is_err() {
+                        if route.tell(caller, Chat { phrase }, received).is_err() {
                             act.send_frame(ctx, wire::room_unavailable(&room));
                         }
                     }
@@ -450,7 +450,7 @@ impl WsSession {
                     Err(Missing::Moving) => act.send_frame(ctx, wire::resend(&room, Some(cs))),
                     Ok(route) => {
                         let Some(caller) = &act.caller else { return };
-                        if route.act(caller, cs, action, received).is_err() {
+                        if route.tell(caller, Act { cs, action }, received).is_err() {
                             ctx.text(wire::resend(&room, Some(cs)));
                         }
                     }
@@ -489,7 +489,12 @@ impl WsSession {
 
     fn subscribe(&mut self, room: String, route: RoomRef) {
         if let Some(caller) = &self.caller {
-            route.subscribe(caller, self.rtt_ema.map(|rtt| rtt.round() as u32));
+            let now = Instant::now();
+            let _ = route.tell(caller, Subscribe, now);
+            // The room learns the caller's RTT with the subscription (a ring's credit).
+            if let Some(rtt) = self.rtt_ema {
+                let _ = route.tell(caller, Rtt { rtt_ms: rtt.round() as u32 }, now);
+            }
         }
         self.watching.insert(room.clone());
         self.rooms.insert(room, route);
@@ -566,7 +571,7 @@ impl Actor for WsSession {
         self.state.sessions.remove(self.id.0);
         if let Some(caller) = &self.caller {
             for route in std::mem::take(&mut self.rooms).into_values() {
-                route.unsubscribe(caller);
+                let _ = route.tell(caller, Unsubscribe, Instant::now());
             }
         }
     }

@@ -63,7 +63,7 @@ fn main() {
         }
         // Let every actor start (its mailbox is polled once).
         for room in &rooms[100..] {
-            room.info().send(room_actor::messages::GetInfo).await.unwrap();
+            room.ask(room_actor::messages::GetInfo).await.unwrap();
         }
         let idle = rss_bytes();
         println!("idle rooms: {n}, RSS +{:.1} MiB, {:.0} bytes per room", mib(idle - before), per(idle - before, n));
@@ -71,9 +71,9 @@ fn main() {
         for (k, room) in rooms[100..].iter().enumerate() {
             for seat in ["b", "c", "d"] {
                 let user = PlayerId::new(format!("u{:08}{seat}", k + 100));
-                room.take_seat().send(TakeSeat { user, name: seat.into(), bot: false }).await.unwrap().unwrap();
+                room.ask(TakeSeat { user, name: seat.into(), bot: false }).await.unwrap();
             }
-            room.start().send(Start { user: PlayerId::new(format!("u{:08}a", k + 100)) }).await.unwrap().unwrap();
+            room.ask(Start { user: PlayerId::new(format!("u{:08}a", k + 100)) }).await.unwrap();
         }
         let started = rss_bytes();
         println!(

@@ -2,12 +2,10 @@
 //! Each room actor keeps its own entry up to date; the gateway only reads.
 
 pub use crate::info::{RoomInfo, RoomStatus, SeatInfo};
-use crate::messages::{
-    Act, Chat, Close, GetInfo, Handover, Inspect, Kick, LeaveSeat, RemoveSeat, RttSample, Start, Subscribe, TakeSeat,
-    Unsubscribe,
-};
+use crate::messages::{Answer, Ask, Handover, Request, RoomOpError, Sender, SessionVerb, Tell};
 use actix::prelude::*;
 use engine::PlayerId;
+use futures_util::future::LocalBoxFuture;
 use std::sync::{Arc, RwLock};
 
 /// Everything that talks to a room, without knowing its game type: the room's one
@@ -16,31 +14,35 @@ use std::sync::{Arc, RwLock};
 #[derive(Clone)]
 pub struct RoomHandle(Arc<dyn Mailbox>);
 
-/// A room's mailbox by message type: [`RoomHandle`]'s game-independent face of a
-/// room actor's address. The hot verbs send at once (`try_send`: a full mailbox
-/// refuses); the others hand out a recipient to `send` and await.
+/// A room actor's address without its game type: every verb goes in through one of two
+/// doors, by kind (`protocol.rs`), so a new verb needs nothing here.
 pub trait Mailbox: Send + Sync + 'static {
-    fn subscribe(&self, msg: Subscribe) -> Result<(), SendError<Subscribe>>;
-    fn unsubscribe(&self, msg: Unsubscribe) -> Result<(), SendError<Unsubscribe>>;
-    fn act(&self, msg: Act) -> Result<(), SendError<Act>>;
-    fn rtt(&self, msg: RttSample) -> Result<(), SendError<RttSample>>;
-    fn chat(&self, msg: Chat) -> Result<(), SendError<Chat>>;
+    /// A session verb, at once: `room_unavailable` when the mailbox is full (a burst the room cannot
+    /// take) or the actor stopped.
+    fn tell(&self, from: Sender, verb: SessionVerb) -> Result<(), RoomOpError>;
+    /// A request, answered by the room (`room_unavailable` if its actor stopped).
+    fn ask(&self, request: Request) -> LocalBoxFuture<'static, Result<Answer, RoomOpError>>;
     /// `false` once the actor has stopped.
     fn connected(&self) -> bool;
-    fn info(&self) -> Recipient<GetInfo>;
-    fn take_seat(&self) -> Recipient<TakeSeat>;
-    fn leave_seat(&self) -> Recipient<LeaveSeat>;
-    fn remove_seat(&self) -> Recipient<RemoveSeat>;
-    fn start(&self) -> Recipient<Start>;
+    /// The node's own: finish the current input and stop (drain, rebalancing).
     fn handover(&self) -> Recipient<Handover>;
-    fn close(&self) -> Recipient<Close>;
-    fn kick(&self) -> Recipient<Kick>;
-    fn inspect(&self) -> Recipient<Inspect>;
 }
 
 impl RoomHandle {
     pub fn new(mailbox: impl Mailbox) -> RoomHandle {
         RoomHandle(Arc::new(mailbox))
+    }
+
+    /// Asks the room `verb`; the answer, once it comes (the request is in the room's
+    /// mailbox already: the future holds no borrow of the handle).
+    pub fn ask<V: Ask>(&self, verb: V) -> impl std::future::Future<Output = Result<V::Answer, RoomOpError>> + 'static {
+        let sent = self.0.ask(verb.into_request());
+        async move { V::from_answer(sent.await?).ok_or_else(RoomOpError::unavailable) }
+    }
+
+    /// Tells the room a session's `verb`; `Err` when its mailbox did not take it.
+    pub fn tell<V: Tell>(&self, from: Sender, verb: V) -> Result<(), RoomOpError> {
+        self.0.tell(from, verb.into_verb())
     }
 }
 

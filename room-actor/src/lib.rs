@@ -43,6 +43,7 @@ pub mod log;
 pub mod messages;
 pub mod metrics;
 pub mod pace;
+pub mod protocol;
 pub mod rebuild;
 pub mod redis;
 pub mod replay;

@@ -1,16 +1,19 @@
-//! Messages rooms take, in the order `room/` handles them. Every reply a client sees
-//! goes back through the `out` recipient of its session as ready-made JSON text
+//! Messages rooms take: the room verbs, each a message type whose handler is in
+//! `room/`, listed once by kind at the end of its section (`protocol.rs` says how a
+//! listed verb reaches a room here or on another node). Every reply a client sees goes
+//! back through the `out` recipient of its session as ready-made JSON text
 //! ([`ToClient`], from `wire.rs`).
 
 use crate::info::RoomInfo;
+pub use crate::protocol::{Ask, FromSession, Sender, Tell};
 use crate::wire;
 pub use crate::wire::ToClient;
 use actix::prelude::*;
 pub use bytestring::ByteString;
 use engine::PlayerId;
+use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 /// One WebSocket session (a connection), unique per node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,67 +68,74 @@ impl From<Recipient<ToClient>> for Out {
     }
 }
 
-/// Start watching the room: as its player if `user` is seated, else as a spectator.
-/// Answered with `sync` on `out`.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Subscribe {
-    pub session: SessionId,
-    pub user: PlayerId,
-    pub out: Out,
-}
+// ---- Session verbs: a WebSocket session's, answered on its `out` ----------------------
+//
+// Each arrives as `FromSession<Verb>` (who sent it, where answers go); its handler is in
+// `room/`. Between nodes they travel as `SessionVerb` (`protocol.rs`).
+
+/// Start watching the room: as its player if the sender is seated, else as a spectator.
+/// Answered with `sync`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Subscribe;
 
 /// Stop watching (also sent when the socket closes).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Unsubscribe {
-    pub session: SessionId,
-}
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unsubscribe;
 
-/// A client action. Answered with `ack`, `reject` or `error` on `out`.
-#[derive(Message)]
-#[rtype(result = "()")]
+/// A client action. Answered with `ack`, `reject` or `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Act {
-    pub session: SessionId,
-    pub user: PlayerId,
     /// The client's sequence number for this room.
     pub cs: u64,
     /// The game action as sent (`a`), JSON text; the room decodes it into its game's
     /// action (a frame of another shape is refused there).
     pub action: String,
-    pub out: Out,
-    /// When the gateway took the frame off the socket (latency metric).
-    pub received: Instant,
-    /// How long the action spent on the bus from a gateway on another node (its publish
-    /// to this node's delivery); zero from a session on this node. The room credits a
-    /// ring with it as it credits half the player's RTT (see `RoomActor::credited_rtt`).
-    pub hop: Duration,
 }
 
-/// A quick-chat phrase from a seated player (`{"t":"chat"}`): broadcast to every
-/// subscriber, refused on `out` with an `error` frame (`chat_off`, `rate_limited`,
-/// `not_seated`, `bad_phrase`). Never logged.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Chat {
-    pub user: PlayerId,
-    /// A key of the game's `chatPhrases`.
-    pub phrase: String,
-    pub out: Out,
-}
-
-/// A fresh RTT estimate (EMA) of a user, from the session's ping/pong.
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct RttSample {
-    pub user: PlayerId,
+/// A fresh RTT estimate (EMA) of the sender, from the session's ping/pong.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Rtt {
     pub rtt_ms: u32,
 }
 
-/// The room's public info.
-#[derive(Message)]
-#[rtype(result = "RoomInfo")]
-pub struct GetInfo;
+/// A quick-chat phrase from a seated player (`{"t":"chat"}`): broadcast to every
+/// subscriber, refused with an `error` frame (`chat_off`, `rate_limited`, `not_seated`,
+/// `bad_message`). Never logged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Chat {
+    /// A key of the game's `chatPhrases`.
+    pub phrase: String,
+}
+
+crate::protocol::session_verbs! {
+    Subscribe,
+    Unsubscribe,
+    Act,
+    Rtt,
+    Chat,
+}
+
+impl SessionVerb {
+    /// What the sender is told when the room is not on the node its verb reached (it
+    /// moved): subscribe again (`room_moved`), resend an action; nothing otherwise (a
+    /// phrase was of the moment).
+    pub fn not_here(&self, room: &str) -> Option<ToClient> {
+        match self {
+            SessionVerb::Act(act) => Some(ToClient::stale(room, wire::resend(room, Some(act.cs)))),
+            SessionVerb::Subscribe(_) => Some(ToClient::stale(room, wire::room_moved(room))),
+            _ => None,
+        }
+    }
+
+    /// The action's `cs`, for a verb that is one (the client resends it when its route
+    /// was lost).
+    pub fn cs(&self) -> Option<u64> {
+        match self {
+            SessionVerb::Act(act) => Some(act.cs),
+            _ => None,
+        }
+    }
+}
 
 /// A room operation failed (defined with the bus frames that carry it between nodes).
 pub use crate::cluster::frame::RoomOpError;
@@ -154,8 +164,15 @@ impl From<MailboxError> for RoomOpError {
     }
 }
 
+// ---- Requests: answered with a value or a `RoomOpError` --------------------------------
+
+/// The room's public info.
+#[derive(Debug, Message, Serialize, Deserialize)]
+#[rtype(result = "Result<RoomInfo, RoomOpError>")]
+pub struct GetInfo;
+
 /// Sit down (`bot: false`) or, for the host, add a bot.
-#[derive(Message)]
+#[derive(Debug, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct TakeSeat {
     pub user: PlayerId,
@@ -164,7 +181,7 @@ pub struct TakeSeat {
 }
 
 /// Leave the seat: before the start it frees the seat; during a game it is `on_leave`.
-#[derive(Message)]
+#[derive(Debug, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct LeaveSeat {
     pub user: PlayerId,
@@ -173,7 +190,7 @@ pub struct LeaveSeat {
 /// The host removes a seated player (or bot) before the start; the removed player's
 /// sockets are told why (`removed_from_seat`) and stay subscribed as spectators. The
 /// player may not sit in this room again (`TakeSeat` answers 403 `removed_from_seat`).
-#[derive(Message)]
+#[derive(Debug, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct RemoveSeat {
     /// Who asks (must be the host).
@@ -183,7 +200,7 @@ pub struct RemoveSeat {
 }
 
 /// Start the game (host only). Answers the new game's `gamePk`.
-#[derive(Message)]
+#[derive(Debug, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<String, RoomOpError>")]
 pub struct Start {
     pub user: PlayerId,
@@ -211,7 +228,7 @@ pub(crate) struct BotWake {
 /// with a result whose summary carries `reason` (recorded like any finished game); every
 /// watcher gets `{"t":"error","code":"room_closed"}` with the reason and the room stops.
 /// Answers the room's info as it was closed.
-#[derive(Message)]
+#[derive(Debug, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct Close {
     pub reason: String,
@@ -221,7 +238,7 @@ pub struct Close {
 /// sockets watching the room get `{"t":"error","code":"kicked"}` with the reason and stop
 /// watching; a seat is given up as by `LeaveSeat`. A kicked user may not come back to this
 /// room (neither a seat nor watching) for the room's life; other rooms are unaffected.
-#[derive(Message)]
+#[derive(Debug, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct Kick {
     pub user: PlayerId,
@@ -229,8 +246,8 @@ pub struct Kick {
 }
 
 /// Operators: what a room is doing, without any hidden game state.
-#[derive(Message)]
-#[rtype(result = "AdminView")]
+#[derive(Debug, Message, Serialize, Deserialize)]
+#[rtype(result = "Result<AdminView, RoomOpError>")]
 pub struct Inspect;
 
 /// One applied input as operators see it: when, by whom, and its kind only (the action's
@@ -262,3 +279,14 @@ pub struct AdminView {
 
 /// How many log entries a room keeps for [`Inspect`].
 pub const RECENT_ENTRIES: usize = 20;
+
+crate::protocol::room_requests! {
+    GetInfo -> RoomInfo,
+    TakeSeat -> RoomInfo,
+    LeaveSeat -> RoomInfo,
+    RemoveSeat -> RoomInfo,
+    Start -> String,
+    Close -> RoomInfo,
+    Kick -> RoomInfo,
+    Inspect -> AdminView,
+}

@@ -2,32 +2,29 @@
 //! node's actor, or another node of the cluster) and hands out a [`RoomRef`], whose verbs
 //! are the same either way: callers never ask where a room is.
 //!
-//! - Request verbs ([`RoomRef::info`], [`RoomRef::take_seat`], …) answer the room's reply
-//!   or one error type, [`RoomOpError`]: the room's own refusal, or `room_unavailable`
-//!   when the room cannot answer this moment (its actor stopped, its node is gone or
-//!   silent, it is between owners).
-//! - Fire-and-forget verbs ([`RoomRef::subscribe`], [`RoomRef::act`], …) are a WebSocket
-//!   session's: the room answers on the session's `out`. One that cannot reach another
-//!   node is reported to the session as [`RouteLost`].
+//! - Requests ([`RoomRef::ask`] with any request of `messages.rs`) answer the room's
+//!   reply or one error type, [`RoomOpError`]: the room's own refusal, or
+//!   `room_unavailable` when the room cannot answer this moment (its actor stopped, its
+//!   node is gone or silent, it is between owners).
+//! - Session verbs ([`RoomRef::tell`]) are a WebSocket session's: the room answers on the
+//!   session's `out`. One that cannot reach another node is reported to the session as
+//!   [`RouteLost`].
 //!
-//! A verb on this node is the room's message sent to its actor; on another node it is
-//! the matching `RoomCmd` over the bus, which that node's `ClusterNode` turns back into
-//! the same message (`cluster/node/serve.rs`, `on_room_cmd`), and its `Reply` is decoded
-//! here.
+//! This is the one place that decides local or remote (`protocol.rs`): a verb on this
+//! node is sent to the room's actor as it is; on another node it travels as bytes in a
+//! `RoomCmd`, which that node's `ClusterNode` turns back into the same message
+//! (`cluster/node/serve.rs`), and its `Reply` is decoded here.
 
 use crate::cluster::bus::{Reply, RoomCmd};
 use crate::cluster::node::{ClusterNode, Owner};
 use crate::directory::{Directory, RoomHandle};
 use crate::info::RoomInfo;
-use crate::messages::{
-    Act, AdminView, Chat, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RoomOpError, RttSample, SessionId,
-    Start, Subscribe, TakeSeat, Unsubscribe,
-};
+use crate::messages::{AdminView, Answer, Ask, GetInfo, Inspect, Out, RoomOpError, Sender, SessionId, Tell};
+use crate::protocol::encode;
 use crate::store::RoomStore;
 use actix::prelude::*;
 use engine::PlayerId;
 use futures_util::future::LocalBoxFuture;
-use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -220,27 +217,16 @@ fn moved(found: Owner, was: Option<(&str, Option<&str>)>) -> Option<Moved> {
     }
 }
 
-/// A bus answer carrying JSON (room info, an admin view), decoded; a refusal as it came;
-/// no answer of the expected kind (`NotHere`, a timeout) is `room_unavailable`.
-fn decoded<T: DeserializeOwned>(answer: Option<Result<String, RoomOpError>>) -> Result<T, RoomOpError> {
-    match answer {
-        Some(Ok(json)) => serde_json::from_str(&json).map_err(|_| RoomOpError::unavailable()),
-        Some(Err(e)) => Err(e),
-        None => Err(RoomOpError::unavailable()),
-    }
-}
-
-fn seat_answer(reply: Reply) -> Option<Result<String, RoomOpError>> {
+/// A room's answer from another node: the request's own answer, decoded, or the room's
+/// refusal as it came; no answer of the expected kind (`NotHere`, a timeout, an answer
+/// that does not decode) is `room_unavailable`.
+fn answer_of<V: Ask>(reply: Reply) -> Result<V::Answer, RoomOpError> {
     match reply {
-        Reply::Seat(answer) => Some(answer),
-        _ => None,
-    }
-}
-
-fn admin_answer(reply: Reply) -> Option<Result<String, RoomOpError>> {
-    match reply {
-        Reply::Admin(answer) => Some(answer),
-        _ => None,
+        Reply::Answer(Ok(json)) => {
+            serde_json::from_str::<Answer>(&json).ok().and_then(V::from_answer).ok_or_else(RoomOpError::unavailable)
+        }
+        Reply::Answer(Err(e)) => Err(e),
+        Reply::NotHere | Reply::Accepted => Err(RoomOpError::unavailable()),
     }
 }
 
@@ -250,160 +236,57 @@ impl RoomRef {
         &self.room
     }
 
-    /// Asks the room's node; `NotHere` for a room no node runs.
-    async fn ask(&self, make: impl FnOnce(u64) -> RoomCmd) -> Reply {
+    /// Asks the room `verb` (any request of `messages.rs`), wherever it runs: its answer,
+    /// the room's refusal, or `room_unavailable` (a room no node runs this moment, a node
+    /// that does not answer).
+    pub async fn ask<V: Ask>(&self, verb: V) -> Result<V::Answer, RoomOpError> {
         match &*self.at {
-            At::Remote { node, cluster, .. } => cluster.request(node, &self.room, make).await,
-            At::Local { .. } | At::Stored(_) => Reply::NotHere,
+            At::Local { handle, .. } => handle.ask(verb).await,
+            At::Remote { node, cluster, .. } => {
+                let verb = encode(&verb.into_request());
+                answer_of::<V>(cluster.request(node, &self.room, |req| RoomCmd::Ask { req, verb }).await)
+            }
+            At::Stored(_) => Err(RoomOpError::unavailable()),
         }
     }
 
     /// The room's public info (a room no node runs: its stored info).
     pub async fn info(&self) -> Result<RoomInfo, RoomOpError> {
         match &*self.at {
-            At::Local { handle, .. } => Ok(handle.info().send(GetInfo).await?),
-            At::Remote { .. } => match self.ask(|req| RoomCmd::Info { req }).await {
-                Reply::Info(json) => decoded(Some(Ok(json))),
-                _ => Err(RoomOpError::unavailable()),
-            },
             At::Stored(info) => Ok(RoomInfo::clone(info)),
+            _ => self.ask(GetInfo).await,
         }
-    }
-
-    /// Sit down (`bot: false`) or, for the host, add a bot.
-    pub async fn take_seat(&self, user: PlayerId, name: String, bot: bool) -> Result<RoomInfo, RoomOpError> {
-        if let At::Local { handle, .. } = &*self.at {
-            return handle.take_seat().send(TakeSeat { user, name, bot }).await?;
-        }
-        decoded(seat_answer(self.ask(|req| RoomCmd::TakeSeat { req, user: user.to_string(), name, bot }).await))
-    }
-
-    /// Leave the seat (before the start) or the game (`on_leave`).
-    pub async fn leave_seat(&self, user: PlayerId) -> Result<RoomInfo, RoomOpError> {
-        if let At::Local { handle, .. } = &*self.at {
-            return handle.leave_seat().send(LeaveSeat { user }).await?;
-        }
-        decoded(seat_answer(self.ask(|req| RoomCmd::LeaveSeat { req, user: user.to_string() }).await))
-    }
-
-    /// The host (`by`) removes `user`'s seat before the start.
-    pub async fn remove_seat(&self, by: PlayerId, user: PlayerId) -> Result<RoomInfo, RoomOpError> {
-        if let At::Local { handle, .. } = &*self.at {
-            return handle.remove_seat().send(RemoveSeat { by, user }).await?;
-        }
-        let cmd = |req| RoomCmd::RemoveSeat { req, by: by.to_string(), user: user.to_string() };
-        decoded(seat_answer(self.ask(cmd).await))
-    }
-
-    /// Start the game (host only): the new game's pk.
-    pub async fn start(&self, user: PlayerId) -> Result<String, RoomOpError> {
-        if let At::Local { handle, .. } = &*self.at {
-            return handle.start().send(Start { user }).await?;
-        }
-        match self.ask(|req| RoomCmd::Start { req, user: user.to_string() }).await {
-            Reply::Start(answer) => answer,
-            _ => Err(RoomOpError::unavailable()),
-        }
-    }
-
-    /// Operators: end the room now; its info as it was closed.
-    pub async fn close(&self, reason: String) -> Result<RoomInfo, RoomOpError> {
-        if let At::Local { handle, .. } = &*self.at {
-            return handle.close().send(Close { reason }).await?;
-        }
-        decoded(admin_answer(self.ask(|req| RoomCmd::Close { req, reason }).await))
-    }
-
-    /// Operators: remove `user` from the room for its life.
-    pub async fn kick(&self, user: PlayerId, reason: String) -> Result<RoomInfo, RoomOpError> {
-        if let At::Local { handle, .. } = &*self.at {
-            return handle.kick().send(Kick { user, reason }).await?;
-        }
-        decoded(admin_answer(self.ask(|req| RoomCmd::Kick { req, user: user.to_string(), reason }).await))
     }
 
     /// Operators: what the room is doing, and on which node.
     pub async fn inspect(&self) -> Result<Inspection, RoomOpError> {
         match &*self.at {
-            At::Local { handle, node } => {
-                Ok(Inspection::Live { view: handle.inspect().send(Inspect).await?, node: node.clone() })
-            }
-            At::Remote { node, .. } => {
-                let view = decoded(admin_answer(self.ask(|req| RoomCmd::Inspect { req }).await))?;
-                Ok(Inspection::Live { view, node: node.clone() })
+            At::Local { node, .. } | At::Remote { node, .. } => {
+                Ok(Inspection::Live { view: self.ask(Inspect).await?, node: node.clone() })
             }
             At::Stored(info) => Ok(Inspection::Stored(RoomInfo::clone(info))),
         }
     }
 
-    /// Sends a command to the room's node without waiting, in order with the caller's
-    /// others; a publish nobody hears (the node died) is reported as [`RouteLost`].
-    fn tell(&self, caller: &Caller, cmd: RoomCmd, cs: Option<u64>) {
-        let At::Remote { node, cluster, .. } = &*self.at else { return };
-        let (room, lost) = (self.room.clone(), caller.lost.clone());
-        cluster.tell_or(node, &self.room, cmd, move |_| lost.do_send(RouteLost { room, cs }));
-    }
-
-    /// Start watching (answered with `sync` on the caller's `out`), with the caller's RTT
-    /// when it has one. A room on another node gets the RTT with the session's next pong
-    /// (the bus command carries none).
-    pub fn subscribe(&self, caller: &Caller, rtt_ms: Option<u32>) {
-        let At::Local { handle, .. } = &*self.at else {
-            let cmd = RoomCmd::Subscribe { session: caller.session.0, user: caller.user.to_string() };
-            return self.tell(caller, cmd, None);
-        };
-        let out = caller.out.clone();
-        let _ = handle.subscribe(Subscribe { session: caller.session, user: caller.user.clone(), out });
-        if let Some(rtt_ms) = rtt_ms {
-            let _ = handle.rtt(RttSample { user: caller.user.clone(), rtt_ms });
-        }
-    }
-
-    /// Stop watching.
-    pub fn unsubscribe(&self, caller: &Caller) {
+    /// Tells the room a session verb (any of `messages.rs`), answered on the caller's
+    /// `out`. `Err` when this node's actor did not take it (its mailbox is full, or it
+    /// stopped): the client should resend. A room on another node that cannot be reached
+    /// is reported later as [`RouteLost`], in order with the caller's other verbs.
+    /// `received`: when the gateway took the verb off the socket.
+    pub fn tell<V: Tell>(&self, caller: &Caller, verb: V, received: Instant) -> Result<(), RoomOpError> {
         match &*self.at {
             At::Local { handle, .. } => {
-                let _ = handle.unsubscribe(Unsubscribe { session: caller.session });
+                let (session, user, out) = (caller.session, caller.user.clone(), caller.out.clone());
+                handle.tell(Sender { session, user, out, received, hop: Duration::ZERO }, verb)
             }
-            _ => self.tell(caller, RoomCmd::Unsubscribe { session: caller.session.0 }, None),
-        }
-    }
-
-    /// A client action (answered with `ack`, `reject` or `error` on the caller's `out`).
-    /// `Err` when this node's actor did not take it (its mailbox is full, or it stopped):
-    /// the client should resend. A room on another node that cannot be reached is
-    /// reported later as [`RouteLost`].
-    pub fn act(&self, caller: &Caller, cs: u64, action: String, received: Instant) -> Result<(), RoomOpError> {
-        let At::Local { handle, .. } = &*self.at else {
-            let (session, user) = (caller.session.0, caller.user.to_string());
-            self.tell(caller, RoomCmd::Act { session, user, cs, action_json: action }, Some(cs));
-            return Ok(());
-        };
-        let (session, user, out) = (caller.session, caller.user.clone(), caller.out.clone());
-        let hop = Duration::ZERO;
-        handle.act(Act { session, user, cs, action, out, received, hop }).map_err(|_| RoomOpError::unavailable())
-    }
-
-    /// A quick-chat phrase from the caller: fanned out by the room to every subscriber,
-    /// or refused on the caller's `out`. `Err` when this node's actor did not take it
-    /// (the phrase is dropped; chat is of the moment and never resent).
-    pub fn chat(&self, caller: &Caller, phrase: String) -> Result<(), RoomOpError> {
-        let At::Local { handle, .. } = &*self.at else {
-            let cmd = RoomCmd::Chat { session: caller.session.0, user: caller.user.to_string(), phrase };
-            self.tell(caller, cmd, None);
-            return Ok(());
-        };
-        let (user, out) = (caller.user.clone(), caller.out.clone());
-        handle.chat(Chat { user, phrase, out }).map_err(|_| RoomOpError::unavailable())
-    }
-
-    /// A fresh RTT estimate of the caller.
-    pub fn rtt(&self, caller: &Caller, rtt_ms: u32) {
-        match &*self.at {
-            At::Local { handle, .. } => {
-                let _ = handle.rtt(RttSample { user: caller.user.clone(), rtt_ms });
+            At::Remote { node, cluster, .. } => {
+                let verb = verb.into_verb();
+                let (room, lost, cs) = (self.room.clone(), caller.lost.clone(), verb.cs());
+                let cmd = RoomCmd::tell(caller.session.0, caller.user.as_str(), verb);
+                cluster.tell_or(node, &self.room, cmd, move |_| lost.do_send(RouteLost { room, cs }));
+                Ok(())
             }
-            _ => self.tell(caller, RoomCmd::Rtt { user: caller.user.to_string(), rtt_ms }, None),
+            At::Stored(_) => Err(RoomOpError::unavailable()),
         }
     }
 }
@@ -412,6 +295,7 @@ impl RoomRef {
 mod tests {
     use super::*;
     use crate::info::RoomStatus;
+    use crate::messages::{Act, Close, Kick, Request, SessionVerb, Start, TakeSeat};
     use crate::metrics::RoomMetrics;
     use crate::room::{Clock, RoomDeps};
     use crate::spawn::{create_room, NewRoom};
@@ -452,19 +336,38 @@ mod tests {
         let info = serde_json::json!({
             "roomId": "r", "game": "tally", "options": {}, "host": "h", "seats": [], "status": "waiting",
             "graceSec": 30, "minPlayers": 1, "maxPlayers": 4, "createdAt": 5
-        })
-        .to_string();
-        let ok: RoomInfo = decoded(seat_answer(Reply::Seat(Ok(info)))).unwrap();
+        });
+        let answer = serde_json::json!({ "TakeSeat": info }).to_string();
+        let ok = answer_of::<TakeSeat>(Reply::Answer(Ok(answer.clone()))).unwrap();
         assert_eq!((ok.room_id.as_str(), ok.status), ("r", RoomStatus::Waiting));
         // The room's own refusal travels as it is.
-        assert_eq!(decoded::<RoomInfo>(seat_answer(Reply::Seat(Err(refusal())))), Err(refusal()));
-        assert_eq!(decoded::<RoomInfo>(admin_answer(Reply::Admin(Err(refusal())))), Err(refusal()));
-        // No answer, the wrong kind of answer, or one that does not decode: try again.
-        for reply in [Reply::NotHere, Reply::Accepted, Reply::Admin(Ok("{}".into())), Reply::Seat(Ok("nope".into()))] {
-            assert_eq!(decoded::<RoomInfo>(seat_answer(reply)), Err(RoomOpError::unavailable()));
+        assert_eq!(answer_of::<Kick>(Reply::Answer(Err(refusal()))), Err(refusal()));
+        // No answer, another verb's answer, or one that does not decode: try again.
+        for reply in [Reply::NotHere, Reply::Accepted, Reply::Answer(Ok("{}".into())), Reply::Answer(Ok("nope".into()))]
+        {
+            assert_eq!(answer_of::<TakeSeat>(reply), Err(RoomOpError::unavailable()));
         }
+        assert_eq!(answer_of::<Close>(Reply::Answer(Ok(answer))), Err(RoomOpError::unavailable()));
         assert_eq!(RoomOpError::unavailable().status, 503);
         assert_eq!(RoomOpError::unknown_room().code, "unknown_room");
+    }
+
+    /// What crosses between nodes: a request and its answer survive their encodings (a
+    /// request as bincode, an answer as JSON), and bytes no verb decodes from are an
+    /// error, not a panic.
+    #[test]
+    fn requests_and_answers_round_trip_their_encodings() {
+        let request = TakeSeat { user: "u".into(), name: "손님".into(), bot: false }.into_request();
+        let back: Request = crate::cluster::frame::decode_bounded(&encode(&request)).unwrap();
+        assert!(
+            matches!(back, Request::TakeSeat(TakeSeat { ref user, ref name, bot: false }) if user.as_str() == "u" && name == "손님")
+        );
+        assert_eq!(back.name(), "TakeSeat");
+        let verb = Act { cs: 7, action: r#"{"type":"ring"}"#.into() }.into_verb();
+        let back: SessionVerb = crate::cluster::frame::decode_bounded(&encode(&verb)).unwrap();
+        assert_eq!(back.cs(), Some(7));
+        assert!(crate::cluster::frame::decode_bounded::<SessionVerb>(&[200, 1, 2]).is_err());
+        assert!(crate::cluster::frame::decode_bounded::<Request>(&[]).is_err());
     }
 
     #[actix::test]
@@ -499,10 +402,10 @@ mod tests {
         let room = rooms.find("r1").await.unwrap();
         assert_eq!(room.id(), "r1");
         assert_eq!(room.info().await.unwrap().host, PlayerId::from("h"));
-        let seated = room.take_seat("g".into(), "손님".into(), false).await.unwrap();
+        let seated = room.ask(TakeSeat { user: "g".into(), name: "손님".into(), bot: false }).await.unwrap();
         assert_eq!(seated.seats.len(), 2);
         // The room's refusal comes back as the one error type.
-        assert_eq!(room.start("g".into()).await.unwrap_err().code, "not_host");
+        assert_eq!(room.ask(Start { user: "g".into() }).await.unwrap_err().code, "not_host");
         assert!(matches!(room.inspect().await.unwrap(), Inspection::Live { node, .. } if node == "n1"));
         // Embedded rooms never move: nothing to follow.
         assert!(rooms.follow("r1", Some(&room)).is_none());

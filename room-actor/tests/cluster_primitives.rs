@@ -15,7 +15,7 @@ use room_actor::cluster::membership::{Member, Membership};
 use room_actor::cluster::ops;
 use room_actor::cluster::outbox::{Outboxes, RemoteOut};
 use room_actor::log::{LogEntry, StartEntry};
-use room_actor::messages::{ByteString, Out, ToClient};
+use room_actor::messages::{Act, ByteString, Out, ToClient};
 use room_actor::metrics::RoomMetrics;
 use room_actor::redis::keys::{game_pk, Keys};
 use room_actor::redis::target::RedisTarget;
@@ -244,20 +244,21 @@ fn act(cs: u64) -> Envelope {
     Envelope::Room {
         room: "r_1".into(),
         from: "node-a".into(),
-        cmd: RoomCmd::Act { session: 1, user: "p".into(), cs, action_json: "{}".into() },
+        cmd: RoomCmd::tell(1, "p", Act { cs, action: "{}".into() }),
     }
 }
 
 /// The `cs` of every action a frame carries, in order.
 fn acts_in(delivered: &bus::Delivered) -> Vec<u64> {
-    delivered
-        .envelopes
-        .iter()
-        .filter_map(|e| match e {
-            Envelope::Room { cmd: RoomCmd::Act { cs, .. }, .. } => Some(*cs),
-            _ => None,
-        })
-        .collect()
+    delivered.envelopes.iter().filter_map(envelope_cs).collect()
+}
+
+/// The `cs` of the action an envelope carries, if it carries one.
+fn envelope_cs(envelope: &Envelope) -> Option<u64> {
+    match envelope {
+        Envelope::Room { cmd, .. } => cmd.session_verb().and_then(|verb| verb.cs()),
+        _ => None,
+    }
 }
 
 /// Outboxes of a node, and the bus of `node-b` listening (a first message went through).
@@ -401,7 +402,7 @@ async fn a_link_given_up_on_a_stalled_receiver_never_delivers_a_frame_after_what
         let act_of = |cs: u64| Envelope::Room {
             room: "r_1".into(),
             from: "node-a".into(),
-            cmd: RoomCmd::Act { session: 1, user: "p".into(), cs, action_json: big.clone() },
+            cmd: RoomCmd::tell(1, "p", Act { cs, action: big.clone() }),
         };
         // Through Redis while the link is dialled, then on the link until the receiver's
         // buffers are full and a write times out, then through Redis again: five more.
@@ -536,7 +537,7 @@ async fn an_outbox_sends_a_burst_in_few_frames_in_order() {
         let delivered = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("frames arrive").unwrap();
         frames += 1;
         for envelope in delivered.envelopes {
-            if let Envelope::Room { cmd: RoomCmd::Act { cs, .. }, .. } = envelope {
+            if let Some(cs) = envelope_cs(&envelope) {
                 if cs > 0 {
                     seen.push(cs);
                 }

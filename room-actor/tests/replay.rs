@@ -31,7 +31,7 @@ async fn play(
     }
     let mut alice = Client::new(1, "alice");
     alice.subscribe(&room);
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     let mut seen = BTreeMap::new();
     let mut cs = 0;
     loop {

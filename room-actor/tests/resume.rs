@@ -26,7 +26,7 @@ async fn a_room_with_a_5000_entry_log_resumes_from_its_snapshot_quickly() {
     first.deps.store = store.clone();
     first.deps.snapshot_every = 64;
     let room = first.room("r_long", "tally", json!({"target": null}), "alice", 60);
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     let mut alice = support::Client::new(1, "alice");
     alice.subscribe(&room);
     for chunk in (1..=ENTRIES).collect::<Vec<_>>().chunks(1000) {

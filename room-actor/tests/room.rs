@@ -15,7 +15,7 @@ use support::*;
 async fn started_tally(node: &Node, target: serde_json::Value) -> (room_actor::RoomHandle, String) {
     let room = node.room("r1", "tally", json!({ "target": target }), "alice", 60);
     seat(&room, "bob").await;
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     (room, pk)
 }
 
@@ -92,7 +92,7 @@ async fn finished_game_sends_result_and_is_recorded_and_rebuilds_identically() {
     let result = alice.next_of("result").await;
     assert_eq!(result["gamePk"], pk.as_str());
     assert_eq!(result["result"]["ranking"][0][0], "alice");
-    let info = room.info().send(GetInfo).await.unwrap();
+    let info = room.ask(GetInfo).await.unwrap();
     assert_eq!(info.status, RoomStatus::Ended);
 
     let record = node.store.record(&pk).await.unwrap().expect("recorded");
@@ -115,7 +115,7 @@ async fn bots_alone_play_tally_to_the_end() {
     add_bot(&room, "alice").await;
     add_bot(&room, "alice").await;
     let mut watcher = Client::new(9, "alice");
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     watcher.subscribe(&room);
     let result = watcher.next_of("result").await;
     assert_eq!(result["gamePk"], pk.as_str());
@@ -129,25 +129,17 @@ async fn bots_alone_play_tally_to_the_end() {
 async fn host_controls_bots_and_start_and_seats_are_bounded() {
     let node = Node::new(Clock::System);
     let room = node.room("h", "tally", json!({}), "alice", 60);
-    let err = room
-        .take_seat()
-        .send(room_actor::messages::TakeSeat { user: "bob".into(), name: "b".into(), bot: true })
-        .await
-        .unwrap();
+    let err = room.ask(room_actor::messages::TakeSeat { user: "bob".into(), name: "b".into(), bot: true }).await;
     assert_eq!(err.unwrap_err().code, "not_host");
-    let err = room.start().send(Start { user: "bob".into() }).await.unwrap();
+    let err = room.ask(Start { user: "bob".into() }).await;
     assert_eq!(err.unwrap_err().code, "not_host");
     for _ in 0..7 {
         add_bot(&room, "alice").await;
     }
-    let full = room
-        .take_seat()
-        .send(room_actor::messages::TakeSeat { user: "carol".into(), name: "c".into(), bot: false })
-        .await
-        .unwrap();
+    let full = room.ask(room_actor::messages::TakeSeat { user: "carol".into(), name: "c".into(), bot: false }).await;
     assert_eq!(full.unwrap_err().code, "room_full");
-    room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
-    let again = room.start().send(Start { user: "alice".into() }).await.unwrap();
+    room.ask(Start { user: "alice".into() }).await.unwrap();
+    let again = room.ask(Start { user: "alice".into() }).await;
     assert_eq!(again.unwrap_err().code, "already_started");
 }
 
@@ -163,11 +155,11 @@ async fn a_player_the_host_removed_cannot_sit_again_even_after_a_restore() {
     seat(&room, "bob").await;
     seat(&room, "carol").await;
     add_bot(&room, "alice").await;
-    room.remove_seat().send(RemoveSeat { by: "alice".into(), user: "bob".into() }).await.unwrap().unwrap();
+    room.ask(RemoveSeat { by: "alice".into(), user: "bob".into() }).await.unwrap();
     let sit = |room: &room_actor::RoomHandle, user: &str| {
-        room.take_seat().send(TakeSeat { user: user.into(), name: user.into(), bot: false })
+        room.ask(TakeSeat { user: user.into(), name: user.into(), bot: false })
     };
-    let refused = sit(&room, "bob").await.unwrap().unwrap_err();
+    let refused = sit(&room, "bob").await.unwrap_err();
     assert_eq!((refused.status, refused.code.as_ref()), (403, "removed_from_seat"), "{refused:?}");
     assert!(refused.reason.contains("방장"), "{refused:?}");
     // Watching is still allowed: a subscription gets the room's view, no error.
@@ -175,19 +167,19 @@ async fn a_player_the_host_removed_cannot_sit_again_even_after_a_restore() {
     bob.subscribe(&room);
     assert_eq!(bob.next_of("sync").await["room"], "rm");
     // A bot the host removed is replaced by another bot at the host's word.
-    room.remove_seat().send(RemoveSeat { by: "alice".into(), user: "bot_rm_1".into() }).await.unwrap().unwrap();
+    room.ask(RemoveSeat { by: "alice".into(), user: "bot_rm_1".into() }).await.unwrap();
     add_bot(&room, "alice").await;
     // Others are unaffected.
-    room.leave_seat().send(room_actor::messages::LeaveSeat { user: "carol".into() }).await.unwrap().unwrap();
-    sit(&room, "carol").await.unwrap().unwrap();
+    room.ask(room_actor::messages::LeaveSeat { user: "carol".into() }).await.unwrap();
+    sit(&room, "carol").await.unwrap();
 
     // The room comes back on another node from its saved info: bob is still refused.
-    room.info().send(GetInfo).await.unwrap();
+    room.ask(GetInfo).await.unwrap();
     let info = node.store.room("rm").await.unwrap().expect("room info saved");
     let restored = RoomActor::<Tally>::restore(info, None, node.deps.clone(), None).unwrap().spawn();
-    let refused = sit(&restored, "bob").await.unwrap().unwrap_err();
+    let refused = sit(&restored, "bob").await.unwrap_err();
     assert_eq!(refused.code, "removed_from_seat", "{refused:?}");
-    sit(&restored, "dave").await.unwrap().unwrap();
+    sit(&restored, "dave").await.unwrap();
 }
 
 /// The list of removed players is bounded (it travels in every copy of the room's info):
@@ -200,16 +192,12 @@ async fn a_room_remembers_the_last_players_its_host_removed() {
     let room = node.room("rm-many", "tally", json!({}), "alice", 60);
     for i in 0..=MAX_REMOVED {
         seat(&room, &format!("p{i}")).await;
-        room.remove_seat()
-            .send(RemoveSeat { by: "alice".into(), user: format!("p{i}").into() })
-            .await
-            .unwrap()
-            .unwrap();
+        room.ask(RemoveSeat { by: "alice".into(), user: format!("p{i}").into() }).await.unwrap();
     }
-    let sit = |user: &str| room.take_seat().send(TakeSeat { user: user.into(), name: user.into(), bot: false });
-    assert_eq!(sit("p1").await.unwrap().unwrap_err().code, "removed_from_seat");
-    assert_eq!(sit(&format!("p{MAX_REMOVED}")).await.unwrap().unwrap_err().code, "removed_from_seat");
-    sit("p0").await.unwrap().unwrap();
+    let sit = |user: &str| room.ask(TakeSeat { user: user.into(), name: user.into(), bot: false });
+    assert_eq!(sit("p1").await.unwrap_err().code, "removed_from_seat");
+    assert_eq!(sit(&format!("p{MAX_REMOVED}")).await.unwrap_err().code, "removed_from_seat");
+    sit("p0").await.unwrap();
 }
 
 #[actix::test]
@@ -254,7 +242,7 @@ async fn a_restored_room_holds_deadlines_for_30_s_and_time_never_runs_backwards(
     add_bot(&room, "alice").await;
     let mut alice = Client::new(1, "alice");
     alice.subscribe(&room);
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     // Let the bots and alice's timeouts play a while, then the node "dies".
     loop {
         let update = alice.next_of("update").await;
@@ -289,7 +277,7 @@ async fn a_restored_room_holds_deadlines_for_30_s_and_time_never_runs_backwards(
 /// socket afterwards, or watching again, must not give them their grace back.
 #[actix::test]
 async fn a_player_who_left_stays_timed_out_after_closing_or_reopening_their_socket() {
-    use room_actor::messages::{LeaveSeat, Unsubscribe};
+    use room_actor::messages::LeaveSeat;
     tokio::time::pause();
     let node = Node::new(Clock::tokio());
     // Long turns and grace: a timeout that waits for either is the bug.
@@ -299,10 +287,10 @@ async fn a_player_who_left_stays_timed_out_after_closing_or_reopening_their_sock
     let bob = Client::new(2, "bob");
     alice.subscribe(&room);
     bob.subscribe(&room);
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
-    room.leave_seat().send(LeaveSeat { user: "bob".into() }).await.unwrap().unwrap();
-    room.unsubscribe(Unsubscribe { session: bob.session }).unwrap();
-    room.info().send(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
+    room.ask(LeaveSeat { user: "bob".into() }).await.unwrap();
+    bob.unsubscribe(&room);
+    room.ask(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
     let mut cs = 0;
     let mut resubscribed = false;
     loop {
@@ -365,12 +353,14 @@ async fn viewers_who_see_the_same_view_share_one_update_frame() {
     for (session, user) in [(11, "alice"), (12, "bob"), (13, "stranger")] {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let out = RawCollector(tx).start().recipient();
-        room.subscribe(room_actor::messages::Subscribe {
+        let from = room_actor::messages::Sender {
             session: room_actor::messages::SessionId(session),
             user: user.into(),
             out: out.into(),
-        })
-        .unwrap();
+            received: std::time::Instant::now(),
+            hop: std::time::Duration::ZERO,
+        };
+        room.tell(from, room_actor::messages::Subscribe).unwrap();
         receivers.push(rx);
     }
     let mut alice = Client::new(1, "alice");

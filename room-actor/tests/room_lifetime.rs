@@ -5,7 +5,7 @@
 
 mod support;
 
-use room_actor::messages::{GetInfo, Start, Unsubscribe};
+use room_actor::messages::{GetInfo, Start};
 use room_actor::room::{Clock, ENDED_LINGER};
 use room_actor::{RoomHandle, RoomStatus, RoomStore};
 use serde_json::json;
@@ -18,13 +18,13 @@ const TICK: Duration = Duration::from_secs(1);
 async fn finished_tally(node: &Node, id: &str, alice: &mut Client) -> (RoomHandle, String) {
     let room = node.room(id, "tally", json!({"target": 10}), "alice", 60);
     seat(&room, "bob").await;
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     alice.subscribe(&room);
     for cs in 1..=10 {
         alice.act(&room, cs, json!({"type": "bump"}));
     }
     assert_eq!(alice.next_of("result").await["gamePk"], pk.as_str());
-    assert_eq!(room.info().send(GetInfo).await.unwrap().status, RoomStatus::Ended);
+    assert_eq!(room.ask(GetInfo).await.unwrap().status, RoomStatus::Ended);
     (room, pk)
 }
 
@@ -40,15 +40,15 @@ async fn an_ended_room_closes_a_linger_after_its_last_watcher_left() {
     assert!(node.directory.handle("r1").is_some(), "a watched ended room was closed");
     assert_eq!(node.deps.metrics.rooms.get(), 1);
 
-    room.unsubscribe(Unsubscribe { session: alice.session }).unwrap();
-    room.info().send(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
+    alice.unsubscribe(&room);
+    room.ask(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
     tokio::time::sleep(ENDED_LINGER - TICK).await;
     assert!(node.directory.handle("r1").is_some(), "closed before the linger was over");
 
     tokio::time::sleep(2 * TICK).await;
     assert!(node.directory.handle("r1").is_none(), "the abandoned ended room is still in the directory");
     assert_eq!(node.deps.metrics.rooms.get(), 0);
-    assert!(room.info().send(GetInfo).await.is_err(), "the room's actor still answers");
+    assert!(room.ask(GetInfo).await.is_err(), "the room's actor still answers");
     // The finished game itself is kept.
     assert_eq!(node.store.record(&pk).await.unwrap().expect("recorded").final_seq, 10);
     assert_eq!(node.store.games_of(&"bob".into(), None, 10).await.unwrap().len(), 1);
@@ -60,8 +60,8 @@ async fn watching_again_within_the_linger_keeps_the_room() {
     let node = Node::new(Clock::tokio());
     let mut alice = Client::new(1, "alice");
     let (room, pk) = finished_tally(&node, "r2", &mut alice).await;
-    room.unsubscribe(Unsubscribe { session: alice.session }).unwrap();
-    room.info().send(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
+    alice.unsubscribe(&room);
+    room.ask(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
     tokio::time::sleep(ENDED_LINGER / 2).await;
 
     // bob comes back to see the result: sync and result again, and the close is off.
@@ -73,8 +73,8 @@ async fn watching_again_within_the_linger_keeps_the_room() {
     assert!(node.directory.handle("r2").is_some(), "closed while bob watches");
 
     // Once bob leaves too, a full linger again.
-    room.unsubscribe(Unsubscribe { session: bob.session }).unwrap();
-    room.info().send(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
+    bob.unsubscribe(&room);
+    room.ask(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
     tokio::time::sleep(ENDED_LINGER - TICK).await;
     assert!(node.directory.handle("r2").is_some());
     tokio::time::sleep(2 * TICK).await;
@@ -87,19 +87,19 @@ async fn rooms_still_waiting_or_playing_are_not_closed() {
     let node = Node::new(Clock::tokio());
     let waiting = node.room("w", "tally", json!({"target": 10}), "alice", 60);
     let playing = node.room("p", "tally", json!({"target": 10}), "alice", 60);
-    playing.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    playing.ask(Start { user: "alice".into() }).await.unwrap();
     let mut alice = Client::new(1, "alice");
     alice.subscribe(&playing);
     alice.act(&playing, 1, json!({"type": "bump"}));
     assert_eq!(alice.next_of("ack").await["seq"], 1);
-    playing.unsubscribe(Unsubscribe { session: alice.session }).unwrap();
-    playing.info().send(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
+    alice.unsubscribe(&playing);
+    playing.ask(GetInfo).await.unwrap(); // handled in mailbox order: the unsubscribe is done
 
     tokio::time::sleep(ENDED_LINGER * 10).await;
     assert!(node.directory.handle("w").is_some());
     assert!(node.directory.handle("p").is_some());
-    assert_eq!(waiting.info().send(GetInfo).await.unwrap().status, RoomStatus::Waiting);
-    assert_eq!(playing.info().send(GetInfo).await.unwrap().status, RoomStatus::Playing);
+    assert_eq!(waiting.ask(GetInfo).await.unwrap().status, RoomStatus::Waiting);
+    assert_eq!(playing.ask(GetInfo).await.unwrap().status, RoomStatus::Playing);
 }
 
 /// A node that died between a game's last entry and its record (the record is written

@@ -112,7 +112,7 @@ async fn a_cluster_room_stalled_past_the_bound_gives_itself_up_and_is_restored_f
     };
     let made = first.room("r_stuck", "tally", json!({"target": null}), "alice", 60);
     support::seat(&made, "bob").await;
-    let pk = made.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = made.ask(Start { user: "alice".into() }).await.unwrap();
     let mut alice = support::Client::new(1, "alice");
     alice.subscribe(&made);
     for cs in 1..=2 {

@@ -198,7 +198,7 @@ async fn a_room_on_redis_plays_and_rebuilds_identically() {
     node.deps.snapshot_every = 4;
     let room = node.room("r_redis", "tally", json!({"target": 10}), "alice", 60);
     support::seat(&room, "bob").await;
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     let mut alice = support::Client::new(1, "alice");
     alice.subscribe(&room);
     for cs in 1..=10 {

@@ -103,7 +103,7 @@ async fn an_append_stored_after_the_client_timeout_is_acknowledged_not_conflicte
     let metrics = node.deps.metrics.clone();
     let room = node.room("r_pause", "tally", json!({"target": null}), "alice", 60);
     support::seat(&room, "bob").await;
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     let mut alice = support::Client::new(1, "alice");
     alice.subscribe(&room);
     for cs in 1..=3 {
@@ -147,7 +147,7 @@ async fn a_room_behind_its_log_catches_up_instead_of_conflicting_forever() {
     node.deps.store = Arc::new(store.clone());
     let room = node.room("r_behind", "tally", json!({"target": null}), "alice", 60);
     support::seat(&room, "bob").await;
-    let pk = room.start().send(Start { user: "alice".into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: "alice".into() }).await.unwrap();
     let mut alice = support::Client::new(1, "alice");
     let mut bob = support::Client::new(2, "bob");
     alice.subscribe(&room);

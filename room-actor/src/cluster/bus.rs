@@ -419,6 +419,7 @@ mod tests {
     use super::*;
     use crate::cluster::frame::RoomOpError;
     use crate::log::{decode_body as decode, encode_body as encode};
+    use crate::messages::{Act, Ask, Kick};
     use bytestring::ByteString;
     use serde::Serialize;
 
@@ -443,23 +444,26 @@ mod tests {
         let env = Envelope::Room {
             room: "r".into(),
             from: "n1".into(),
-            cmd: RoomCmd::Act { session: 7, user: "u".into(), cs: 3, action_json: r#"{"type":"flip"}"#.into() },
+            cmd: RoomCmd::tell(7, "u", Act { cs: 3, action: r#"{"type":"flip"}"#.into() }),
         };
         let frame = one(&env, SystemTime::now());
         assert_eq!(accepted(&frame, &m), Some(env));
         let reply = Envelope::Reply {
             req: 1,
-            reply: Reply::Seat(Err(RoomOpError::new(409, "room_full", "자리가 없어요"))),
+            reply: Reply::Answer(Err(RoomOpError::new(409, "room_full", "자리가 없어요"))),
         };
         assert_eq!(accepted(&one(&reply, SystemTime::now()), &m), Some(reply));
         for env in [
             Envelope::Room {
                 room: "r".into(),
                 from: "n1".into(),
-                cmd: RoomCmd::Kick { req: 2, user: "u".into(), reason: "욕설".into() },
+                cmd: RoomCmd::Ask {
+                    req: 2,
+                    verb: crate::protocol::encode(&Kick { user: "u".into(), reason: "욕설".into() }.into_request()),
+                },
             },
             Envelope::Node { from: "n1".into(), cmd: NodeCmd::Drain { req: 3, by: "token:ab12".into() } },
-            Envelope::Reply { req: 3, reply: Reply::Admin(Ok("{}".into())) },
+            Envelope::Reply { req: 3, reply: Reply::Answer(Ok("{}".into())) },
             // A stale-route frame keeps its flag across nodes; an update has none.
             Envelope::Sessions {
                 texts: vec!["{}".into()],
@@ -499,7 +503,7 @@ mod tests {
             .map(|cs| Envelope::Room {
                 room: "r".into(),
                 from: "n1".into(),
-                cmd: RoomCmd::Act { session: 7, user: "u".into(), cs, action_json: "{}".into() },
+                cmd: RoomCmd::tell(7, "u", Act { cs, action: "{}".into() }),
             })
             .chain([Envelope::Reply { req: 9, reply: Reply::NotHere }])
             .collect();

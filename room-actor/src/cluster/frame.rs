@@ -17,67 +17,16 @@ use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// A command for a room, from a gateway on another node.
+/// A command for a room, from another node. The verb inside is bincode of its own
+/// (`protocol.rs`: `SessionVerb`, `Request`), so a node that does not know it still
+/// reads the frame around it and answers (a request) or drops it alone (a session
+/// verb): adding a room verb changes no byte here.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum RoomCmd {
-    Subscribe {
-        session: u64,
-        user: String,
-    },
-    Unsubscribe {
-        session: u64,
-    },
-    Act {
-        session: u64,
-        user: String,
-        cs: u64,
-        action_json: String,
-    },
-    Rtt {
-        user: String,
-        rtt_ms: u32,
-    },
-    Info {
-        req: u64,
-    },
-    TakeSeat {
-        req: u64,
-        user: String,
-        name: String,
-        bot: bool,
-    },
-    LeaveSeat {
-        req: u64,
-        user: String,
-    },
-    Start {
-        req: u64,
-        user: String,
-    },
-    RemoveSeat {
-        req: u64,
-        by: String,
-        user: String,
-    },
-    // Operators' verbs.
-    Close {
-        req: u64,
-        reason: String,
-    },
-    Kick {
-        req: u64,
-        user: String,
-        reason: String,
-    },
-    Inspect {
-        req: u64,
-    },
-    /// A quick-chat phrase (last, so the variant numbers of the others stay as they were).
-    Chat {
-        session: u64,
-        user: String,
-        phrase: String,
-    },
+    /// A WebSocket session's verb, answered on the session (on the sending node).
+    Tell { session: u64, user: String, verb: Vec<u8> },
+    /// A request, answered with a [`Reply`] to `req`.
+    Ask { req: u64, verb: Vec<u8> },
 }
 
 /// A command for a node itself (operators), not for one of its rooms.
@@ -102,16 +51,10 @@ pub struct RoomOpError {
 /// The answer to a request (`req`) a node made.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Reply {
-    /// Room info as JSON.
-    Info(String),
-    /// Room info as JSON after a seat change, or why not.
-    Seat(Result<String, RoomOpError>),
-    /// The new game's pk, or why not.
-    Start(Result<String, RoomOpError>),
+    /// The room's answer as JSON (`protocol.rs`: `Answer`), or why not.
+    Answer(Result<String, RoomOpError>),
     /// The room is not on the asked node (moved, or unknown): look it up again.
     NotHere,
-    /// An operator's verb: its JSON answer, or why not.
-    Admin(Result<String, RoomOpError>),
     /// A node command was accepted.
     Accepted,
 }
@@ -173,7 +116,9 @@ pub enum Envelope {
 /// The bus frame format this build speaks; bump it whenever `Envelope` changes shape.
 /// 3: `SessionText.stale_route` (a typed flag instead of scanning frames for codes).
 /// 4: a frame carries a batch of envelopes; session frames share their texts.
-pub const FRAME_VERSION: u8 = 4;
+/// 5: one room protocol: `RoomCmd::Tell`/`Ask` carry any verb as bytes of its own, so a
+/// new verb needs no new version.
+pub const FRAME_VERSION: u8 = 5;
 /// The version byte and the timestamp.
 pub const HEADER: usize = 9;
 

@@ -992,7 +992,7 @@ mod tests {
             let act = |user: &str, cs: u64| Envelope::Room {
                 room: "r".into(),
                 from: "n1".into(),
-                cmd: crate::cluster::bus::RoomCmd::Act { session: 1, user: user.into(), cs, action_json: "{}".into() },
+                cmd: crate::cluster::bus::RoomCmd::tell(1, user, crate::messages::Act { cs, action: "{}".into() }),
             };
             let frames: Vec<Vec<u8>> = [act("alice", 1), act("alice", 2), act("alice", 3)]
                 .iter()

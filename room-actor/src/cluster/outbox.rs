@@ -482,7 +482,7 @@ mod tests {
     use super::*;
 
     fn act_envelope(cs: u64) -> Envelope {
-        let cmd = crate::cluster::bus::RoomCmd::Act { session: 1, user: "u".into(), cs, action_json: "{}".into() };
+        let cmd = crate::cluster::bus::RoomCmd::tell(1, "u", crate::messages::Act { cs, action: "{}".into() });
         Envelope::Room { room: "r".into(), from: "n".into(), cmd }
     }
 

@@ -199,14 +199,14 @@ impl<G: Game> Handler<Kick> for RoomActor<G> {
 }
 
 impl<G: Game> Handler<Inspect> for RoomActor<G> {
-    type Result = MessageResult<Inspect>;
+    type Result = Result<AdminView, RoomOpError>;
 
     fn handle(&mut self, _msg: Inspect, _ctx: &mut Context<Self>) -> Self::Result {
         let seq = match &self.phase {
             Phase::Waiting => 0,
             Phase::Playing(run) | Phase::Ended(run, _) => run.seq,
         };
-        MessageResult(AdminView {
+        Ok(AdminView {
             info: self.info(),
             seq,
             subscribers: self.audience.subs.len(),

@@ -199,10 +199,10 @@ impl<G: Game> RoomActor<G> {
     }
 }
 
-impl<G: Game> Handler<Subscribe> for RoomActor<G> {
+impl<G: Game> Handler<FromSession<Subscribe>> for RoomActor<G> {
     type Result = ();
 
-    fn handle(&mut self, msg: Subscribe, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: FromSession<Subscribe>, ctx: &mut Context<Self>) {
         if self.admin.kicked.contains(&msg.user) {
             Self::send(&msg.out, wire::error("kicked", super::lobby::KICKED_REASON, Some(&self.id), None));
             return;
@@ -228,10 +228,10 @@ impl<G: Game> Handler<Subscribe> for RoomActor<G> {
     }
 }
 
-impl<G: Game> Handler<Unsubscribe> for RoomActor<G> {
+impl<G: Game> Handler<FromSession<Unsubscribe>> for RoomActor<G> {
     type Result = ();
 
-    fn handle(&mut self, msg: Unsubscribe, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: FromSession<Unsubscribe>, ctx: &mut Context<Self>) {
         let Some(sub) = self.audience.subs.remove(&msg.session) else { return };
         if self.left(sub.user) {
             self.rearm(ctx);
@@ -240,15 +240,15 @@ impl<G: Game> Handler<Unsubscribe> for RoomActor<G> {
     }
 }
 
-impl<G: Game> Handler<RttSample> for RoomActor<G> {
+impl<G: Game> Handler<FromSession<Rtt>> for RoomActor<G> {
     type Result = ();
 
-    fn handle(&mut self, msg: RttSample, _ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: FromSession<Rtt>, _ctx: &mut Context<Self>) {
         // While the start entry is being stored, the table stays as that entry records it
         // (the first views show it); the next sample comes with the next ping.
         if self.is_seated(&msg.user)
             && !self.lobby.starting
-            && self.audience.rtt.insert(msg.user, msg.rtt_ms) != Some(msg.rtt_ms)
+            && self.audience.rtt.insert(msg.user, msg.verb.rtt_ms) != Some(msg.verb.rtt_ms)
         {
             self.audience.rtt_version += 1;
         }

@@ -5,7 +5,7 @@
 //! do (each subscriber's `out`).
 
 use super::RoomActor;
-use crate::messages::{ByteString, Chat, ToClient};
+use crate::messages::{ByteString, Chat, FromSession, ToClient};
 use crate::wire;
 use actix::prelude::*;
 use engine::Game;
@@ -13,17 +13,17 @@ use engine::Game;
 /// One phrase per player per this long (`PROTOCOL.md`: "beyond one per 2 s").
 pub(super) const CHAT_EVERY_MS: i64 = 2_000;
 
-impl<G: Game> Handler<Chat> for RoomActor<G> {
+impl<G: Game> Handler<FromSession<Chat>> for RoomActor<G> {
     type Result = ();
 
-    fn handle(&mut self, msg: Chat, _ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: FromSession<Chat>, _ctx: &mut Context<Self>) {
         let refuse = |code: &str, reason: &str| {
             let _ = msg.out.try_send(ToClient::frame(wire::error(code, reason, Some(&self.id), None)));
         };
         if !G::chat_on(&self.config.options) {
             return refuse("chat_off", "이 방은 빠른 대화를 쓰지 않아요");
         }
-        if !G::chat_phrases().iter().any(|p| p.key == msg.phrase) {
+        if !G::chat_phrases().iter().any(|p| p.key == msg.verb.phrase) {
             return refuse("bad_message", "없는 빠른 대화 문구예요");
         }
         // Players only: spectators watch, and a player who left the game is one of them.
@@ -36,7 +36,7 @@ impl<G: Game> Handler<Chat> for RoomActor<G> {
         }
         self.audience.chatted_at.insert(msg.user.clone(), now);
         self.deps.metrics.chat_phrases.inc();
-        let text = ByteString::from(wire::chat(&self.id, msg.user.as_str(), &msg.phrase));
+        let text = ByteString::from(wire::chat(&self.id, msg.user.as_str(), &msg.verb.phrase));
         self.send_all(|_| text.clone());
     }
 }

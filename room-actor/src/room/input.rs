@@ -359,27 +359,28 @@ async fn record_with_retries(store: Arc<dyn crate::store::RoomStore>, record: Ga
     error!(room = %room, "finished game not recorded: store unavailable for too long");
 }
 
-impl<G: Game> Handler<Act> for RoomActor<G> {
+impl<G: Game> Handler<FromSession<Act>> for RoomActor<G> {
     type Result = ();
 
-    fn handle(&mut self, msg: Act, ctx: &mut Context<Self>) {
-        let origin = Origin::Client { cs: msg.cs, out: msg.out, received: msg.received, hop: msg.hop };
+    fn handle(&mut self, msg: FromSession<Act>, ctx: &mut Context<Self>) {
+        let FromSession { user, out, received, hop, verb: Act { cs, action }, .. } = msg;
+        let origin = Origin::Client { cs, out, received, hop };
         let run = match &self.phase {
             Phase::Playing(run) => run,
             Phase::Waiting => return self.reject(&origin, "not_started", "아직 게임이 시작되지 않았어요"),
             Phase::Ended(..) => return self.reject(&origin, "game_over", "게임이 이미 끝났어요"),
         };
-        if !run.start.players.contains(&msg.user) {
+        if !run.start.players.contains(&user) {
             return self.reject(&origin, "not_seated", "이 게임의 플레이어가 아니에요");
         }
-        if let Some(seq) = run.applied.get(&msg.user, msg.cs) {
+        if let Some(seq) = run.applied.get(&user, cs) {
             // A retry of an applied action: acknowledged again, never applied twice.
             if let Origin::Client { out, .. } = &origin {
-                Self::send(out, wire::ack(&self.id, msg.cs, seq));
+                Self::send(out, wire::ack(&self.id, cs, seq));
             }
             return;
         }
-        let action: G::Action = match serde_json::from_str(&msg.action) {
+        let action: G::Action = match serde_json::from_str(&action) {
             Ok(a) => a,
             Err(e) => {
                 // The decoder's message quotes the client's input: the log gets it, the
@@ -388,6 +389,6 @@ impl<G: Game> Handler<Act> for RoomActor<G> {
                 return self.reject(&origin, "bad_action", "올바르지 않은 행동이에요");
             }
         };
-        self.process(ctx, GameActor::Player(msg.user), Input::Client(action), origin);
+        self.process(ctx, GameActor::Player(user), Input::Client(action), origin);
     }
 }

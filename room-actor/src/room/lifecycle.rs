@@ -18,6 +18,7 @@ use crate::rebuild::{rebuild, From};
 use crate::wire;
 use actix::prelude::*;
 use engine::{Game, PlayerId, Rng, Seed};
+use futures_util::future::LocalBoxFuture;
 use std::time::Duration;
 use tracing::{info, warn};
 
@@ -306,10 +307,10 @@ impl<G: Game> Actor for RoomActor<G> {
 }
 
 impl<G: Game> Handler<GetInfo> for RoomActor<G> {
-    type Result = MessageResult<GetInfo>;
+    type Result = Result<RoomInfo, RoomOpError>;
 
     fn handle(&mut self, _msg: GetInfo, _ctx: &mut Context<Self>) -> Self::Result {
-        MessageResult(self.info())
+        Ok(self.info())
     }
 }
 
@@ -326,49 +327,16 @@ impl<G: Game> Handler<Handover> for RoomActor<G> {
 }
 
 impl<G: Game> Mailbox for Addr<RoomActor<G>> {
-    fn subscribe(&self, msg: Subscribe) -> Result<(), SendError<Subscribe>> {
-        self.try_send(msg)
+    fn tell(&self, from: Sender, verb: SessionVerb) -> Result<(), RoomOpError> {
+        verb.try_send_to(self, from)
     }
-    fn unsubscribe(&self, msg: Unsubscribe) -> Result<(), SendError<Unsubscribe>> {
-        self.try_send(msg)
-    }
-    fn act(&self, msg: Act) -> Result<(), SendError<Act>> {
-        self.try_send(msg)
-    }
-    fn rtt(&self, msg: RttSample) -> Result<(), SendError<RttSample>> {
-        self.try_send(msg)
-    }
-    fn chat(&self, msg: Chat) -> Result<(), SendError<Chat>> {
-        self.try_send(msg)
+    fn ask(&self, request: crate::messages::Request) -> LocalBoxFuture<'static, Result<Answer, RoomOpError>> {
+        request.send_to(self)
     }
     fn connected(&self) -> bool {
         Addr::connected(self)
     }
-    fn info(&self) -> Recipient<GetInfo> {
-        self.clone().recipient()
-    }
-    fn take_seat(&self) -> Recipient<TakeSeat> {
-        self.clone().recipient()
-    }
-    fn leave_seat(&self) -> Recipient<LeaveSeat> {
-        self.clone().recipient()
-    }
-    fn remove_seat(&self) -> Recipient<RemoveSeat> {
-        self.clone().recipient()
-    }
-    fn start(&self) -> Recipient<Start> {
-        self.clone().recipient()
-    }
     fn handover(&self) -> Recipient<Handover> {
-        self.clone().recipient()
-    }
-    fn close(&self) -> Recipient<Close> {
-        self.clone().recipient()
-    }
-    fn kick(&self) -> Recipient<Kick> {
-        self.clone().recipient()
-    }
-    fn inspect(&self) -> Recipient<Inspect> {
         self.clone().recipient()
     }
 }

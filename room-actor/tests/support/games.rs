@@ -9,7 +9,7 @@ use engine::testing::find_leaks;
 use engine::{Ctx, Game, GameResult, Input, InputOf, PlayerId, Seed, ViewCtx};
 use room_actor::directory::RoomHandle;
 use room_actor::log::{GameRecord, LogEntry, StoredGame};
-use room_actor::messages::{Start, Unsubscribe};
+use room_actor::messages::Start;
 use room_actor::rebuild::{self, rebuild, From};
 use room_actor::spawn::{create_room, NewRoom};
 use room_actor::RoomStore;
@@ -166,7 +166,7 @@ pub async fn play(node: &Node, setup: Setup) -> Played {
         human.subscribe(&room);
     }
     let started_ms = node.deps.clock.now_ms();
-    let pk = room.start().send(Start { user: HOST.into() }).await.unwrap().unwrap();
+    let pk = room.ask(Start { user: HOST.into() }).await.unwrap();
 
     let mut human_msgs = Vec::new();
     let mut away_since = match setup.human {
@@ -182,7 +182,7 @@ pub async fn play(node: &Node, setup: Setup) -> Played {
             human_msgs.push(msg);
         }
         away_since = Some(node.deps.clock.now_ms());
-        room.unsubscribe(Unsubscribe { session: human.session }).expect("the room takes the unsubscribe");
+        human.unsubscribe(&room);
     }
 
     if let Human::Reacts(ms) = setup.human {

@@ -6,7 +6,7 @@ pub mod games;
 
 use actix::prelude::*;
 use engine::PlayerId;
-use room_actor::messages::{Act, SessionId, Subscribe, TakeSeat, ToClient};
+use room_actor::messages::{Act, Sender, SessionId, Subscribe, TakeSeat, ToClient, Unsubscribe};
 use room_actor::metrics::RoomMetrics;
 use room_actor::room::Clock;
 use room_actor::spawn::{create_room, NewRoom};
@@ -52,22 +52,22 @@ impl Client {
         Client { session: SessionId(session), user: user.into(), out, rx }
     }
 
+    /// This client as the sender of a session verb.
+    pub fn sender(&self) -> Sender {
+        let (session, user, out) = (self.session, self.user.clone(), self.out.clone().into());
+        Sender { session, user, out, received: Instant::now(), hop: Duration::ZERO }
+    }
+
     pub fn subscribe(&self, room: &RoomHandle) {
-        room.subscribe(Subscribe { session: self.session, user: self.user.clone(), out: self.out.clone().into() })
-            .expect("the room takes the subscription");
+        room.tell(self.sender(), Subscribe).expect("the room takes the subscription");
+    }
+
+    pub fn unsubscribe(&self, room: &RoomHandle) {
+        room.tell(self.sender(), Unsubscribe).expect("the room takes the unsubscribe");
     }
 
     pub fn act(&self, room: &RoomHandle, cs: u64, action: Value) {
-        room.act(Act {
-            session: self.session,
-            user: self.user.clone(),
-            cs,
-            action: action.to_string(),
-            out: self.out.clone().into(),
-            received: Instant::now(),
-            hop: Duration::ZERO,
-        })
-        .expect("the room takes the action");
+        room.tell(self.sender(), Act { cs, action: action.to_string() }).expect("the room takes the action");
     }
 
     /// The next message of type `t`, skipping others; panics after 10 s (virtual time
@@ -138,11 +138,11 @@ impl Node {
 }
 
 pub async fn seat(room: &RoomHandle, user: &str) {
-    room.take_seat().send(TakeSeat { user: user.into(), name: user.into(), bot: false }).await.unwrap().unwrap();
+    room.ask(TakeSeat { user: user.into(), name: user.into(), bot: false }).await.unwrap();
 }
 
 pub async fn add_bot(room: &RoomHandle, host: &str) {
-    room.take_seat().send(TakeSeat { user: host.into(), name: String::new(), bot: true }).await.unwrap().unwrap();
+    room.ask(TakeSeat { user: host.into(), name: String::new(), bot: true }).await.unwrap();
 }
 
 /// A cluster node's config for tests on one Redis at `url`: node `id`, keys under

@@ -1,23 +1,21 @@
 //! The bus side of a cluster node: requests and commands to rooms on other nodes
 //! ([`ClusterNode::request`], [`ClusterNode::tell`]), and serving what arrives on this
 //! node's channel: frames for this node's sessions, replies to its requests, and other
-//! nodes' room commands, each turned back into the room's own message
-//! ([`ClusterNode::on_room_cmd`], the remote half of `RoomRef`'s verbs). A command that
+//! nodes' room commands, each turned back into the room's own message whatever the verb
+//! ([`ClusterNode::on_room_cmd`], the remote half of `RoomRef::ask` and `tell`). A command that
 //! must wait (for the room's answer, or for the room to be found) waits in its room's
 //! backlog (`backlog.rs`), never in front of other rooms' commands.
 
 use super::backlog::Joined;
 use super::{ClusterNode, Owner};
 use crate::cluster::bus::{Envelope, NodeCmd, Reply, RoomCmd};
+use crate::cluster::frame::decode_bounded;
 use crate::cluster::outbox::RemoteOut;
 use crate::directory::RoomHandle;
 use crate::error::StoreError;
-use crate::messages::{
-    Act, Chat, Close, GetInfo, Inspect, Kick, LeaveSeat, Out, RemoveSeat, RttSample, SessionId, Start, Subscribe,
-    TakeSeat, ToClient, Unsubscribe,
-};
+use crate::messages::{Out, Request, RoomOpError, Sender, SessionId, SessionVerb, ToClient};
 use crate::sessions::Sessions;
-use crate::wire;
+use crate::summary::{Summarised, SUMMARY_EVERY};
 use engine::PlayerId;
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;
@@ -171,38 +169,20 @@ impl ClusterNode {
         self.holds(room).then(|| self.deps.directory.handle(room)).flatten()
     }
 
-    /// Hands a command that needs no answer to the room; a request comes back (`Err`).
+    /// Hands a session verb to the room; a request comes back (`Err`).
     fn tell_room(&self, handle: &RoomHandle, from: &str, cmd: RoomCmd, lag: Duration) -> Result<(), RoomCmd> {
-        match cmd {
-            RoomCmd::Subscribe { session, user } => {
-                let out = self.remote_out(from, session);
-                let _ = handle.subscribe(Subscribe { session: SessionId(session), user: PlayerId::from(user), out });
-            }
-            RoomCmd::Unsubscribe { session } => {
-                let _ = handle.unsubscribe(Unsubscribe { session: SessionId(session) });
-            }
-            RoomCmd::Act { session, user, cs, action_json } => {
-                let out = self.remote_out(from, session);
-                let act = Act {
-                    session: SessionId(session),
-                    user: PlayerId::from(user),
-                    cs,
-                    action: action_json,
-                    out,
-                    received: Instant::now(),
-                    hop: lag,
-                };
-                let _ = handle.act(act);
-            }
-            RoomCmd::Rtt { user, rtt_ms } => {
-                let _ = handle.rtt(RttSample { user: PlayerId::from(user), rtt_ms });
-            }
-            RoomCmd::Chat { session, user, phrase } => {
-                let out = self.remote_out(from, session);
-                let _ = handle.chat(Chat { user: PlayerId::from(user), phrase, out });
-            }
-            request => return Err(request),
-        }
+        let RoomCmd::Tell { session, user, verb } = cmd else { return Err(cmd) };
+        let Some(verb) = session_verb(from, &verb) else { return Ok(()) };
+        let sender = Sender {
+            session: SessionId(session),
+            user: PlayerId::from(user),
+            out: self.remote_out(from, session),
+            received: Instant::now(),
+            hop: lag,
+        };
+        // A full mailbox drops the verb as it would a local session's; the room's
+        // answers (or their absence) tell the client what to resend.
+        let _ = handle.tell(sender, verb);
         Ok(())
     }
 
@@ -212,94 +192,46 @@ impl ClusterNode {
             _ => None,
         };
         let Some(handle) = handle else {
-            // Not ours (any more): the asking node looks the room up again.
+            // Not ours (any more): the asking node looks the room up again; a session is
+            // told to subscribe again or resend.
             match cmd {
-                RoomCmd::Info { req }
-                | RoomCmd::TakeSeat { req, .. }
-                | RoomCmd::LeaveSeat { req, .. }
-                | RoomCmd::RemoveSeat { req, .. }
-                | RoomCmd::Start { req, .. }
-                | RoomCmd::Close { req, .. }
-                | RoomCmd::Kick { req, .. }
-                | RoomCmd::Inspect { req } => {
-                    self.reply(from, req, Reply::NotHere);
+                RoomCmd::Ask { req, .. } => self.reply(from, req, Reply::NotHere),
+                RoomCmd::Tell { session, verb, .. } => {
+                    if let Some(text) = session_verb(from, &verb).and_then(|verb| verb.not_here(room)) {
+                        let _ = self.remote_out(from, session).try_send(text);
+                    }
                 }
-                RoomCmd::Act { session, cs, .. } => {
-                    let _ =
-                        self.remote_out(from, session).try_send(ToClient::stale(room, wire::resend(room, Some(cs))));
-                }
-                RoomCmd::Subscribe { session, .. } => {
-                    let _ = self.remote_out(from, session).try_send(ToClient::stale(room, wire::room_moved(room)));
-                }
-                // A phrase is not resent: it was of the moment.
-                RoomCmd::Unsubscribe { .. } | RoomCmd::Rtt { .. } | RoomCmd::Chat { .. } => {}
             }
             return;
         };
-        let Err(cmd) = self.tell_room(&handle, from, cmd, lag) else { return };
-        match cmd {
-            RoomCmd::Subscribe { .. }
-            | RoomCmd::Unsubscribe { .. }
-            | RoomCmd::Act { .. }
-            | RoomCmd::Rtt { .. }
-            | RoomCmd::Chat { .. } => {}
-            RoomCmd::Info { req } => {
-                let reply = match handle.info().send(GetInfo).await {
-                    Ok(info) => Reply::Info(json(&info)),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply);
+        let Err(RoomCmd::Ask { req, verb }) = self.tell_room(&handle, from, cmd, lag) else { return };
+        let answer = match decode_bounded::<Request>(&verb) {
+            Ok(request) => handle.ask(request).await.map(|answer| json(&answer)),
+            Err(e) => {
+                // A verb this roomd does not know (a newer node's, in a rolling upgrade):
+                // the caller may try again once every node runs the new version.
+                UNKNOWN_VERBS.warn(|| format!("a request from {from}: {e} (a newer roomd in the cluster?)"));
+                Err(RoomOpError::unavailable())
             }
-            RoomCmd::TakeSeat { req, user, name, bot } => {
-                let reply = match handle.take_seat().send(TakeSeat { user: PlayerId::from(user), name, bot }).await {
-                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply);
-            }
-            RoomCmd::LeaveSeat { req, user } => {
-                let reply = match handle.leave_seat().send(LeaveSeat { user: PlayerId::from(user) }).await {
-                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply);
-            }
-            RoomCmd::RemoveSeat { req, by, user } => {
-                let msg = RemoveSeat { by: PlayerId::from(by), user: PlayerId::from(user) };
-                let reply = match handle.remove_seat().send(msg).await {
-                    Ok(r) => Reply::Seat(r.map(|i| json(&i))),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply);
-            }
-            RoomCmd::Start { req, user } => {
-                let reply = match handle.start().send(Start { user: PlayerId::from(user) }).await {
-                    Ok(r) => Reply::Start(r),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply);
-            }
-            RoomCmd::Close { req, reason } => {
-                let reply = match handle.close().send(Close { reason }).await {
-                    Ok(r) => Reply::Admin(r.map(|i| json(&i))),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply);
-            }
-            RoomCmd::Kick { req, user, reason } => {
-                let reply = match handle.kick().send(Kick { user: PlayerId::from(user), reason }).await {
-                    Ok(r) => Reply::Admin(r.map(|i| json(&i))),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply);
-            }
-            RoomCmd::Inspect { req } => {
-                let reply = match handle.inspect().send(Inspect).await {
-                    Ok(view) => Reply::Admin(Ok(json(&view))),
-                    Err(_) => Reply::NotHere,
-                };
-                self.reply(from, req, reply);
-            }
-        }
+        };
+        self.reply(from, req, Reply::Answer(answer));
     }
+}
+
+/// Verbs from other nodes that this roomd cannot read: summarised, since a newer node
+/// in a rolling upgrade may send many.
+static UNKNOWN_VERBS: Summarised = Summarised::new(|count, last| {
+    if count == 1 {
+        warn!(verb = last, "room verb from another node not understood");
+    } else {
+        warn!(count, last, "room verbs from other nodes not understood in the last {SUMMARY_EVERY:?}");
+    }
+});
+
+/// A session verb from another node's bytes; `None` (logged) for one this roomd cannot
+/// read.
+fn session_verb(from: &str, bytes: &[u8]) -> Option<SessionVerb> {
+    decode_bounded::<SessionVerb>(bytes)
+        .map_err(|e| UNKNOWN_VERBS.warn(|| format!("a session's, from {from}: {e} (a newer roomd in the cluster?)")))
+        .ok()
 }
