@@ -21,7 +21,7 @@ use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use engine::PlayerId;
 use room_actor::cluster::bus::{NodeCmd, Reply};
 use room_actor::cluster::ops::{self, RoomFilter};
-use room_actor::messages::{Close, Kick, RoomOpError};
+use room_actor::messages::{Close, Kick, RoomOpError, Unkick};
 use room_actor::room_ref::Inspection;
 use room_actor::{RoomInfo, RoomRef};
 use serde::Deserialize;
@@ -84,7 +84,8 @@ pub fn routes(cfg: &mut web::ServiceConfig) {
                 .route("/rooms", web::get().to(rooms))
                 .route("/rooms/{room}", web::get().to(room))
                 .route("/rooms/{room}/close", web::post().to(close))
-                .route("/rooms/{room}/kick", web::post().to(kick)),
+                .route("/rooms/{room}/kick", web::post().to(kick))
+                .route("/rooms/{room}/unkick", web::post().to(unkick)),
         )
         .route("/admin/{file}", web::get().to(asset));
 }
@@ -288,6 +289,12 @@ struct KickBody {
     reason: String,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnkickBody {
+    user: String,
+}
+
 /// A JSON body where an empty one means the defaults.
 fn body_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
@@ -348,6 +355,23 @@ async fn kick(
     let verb =
         |room: RoomRef| async move { room.ask(Kick { user: PlayerId::from(body.user), reason: body.reason }).await };
     room_verb(&state, "kick", &path, &detail, verb).await
+}
+
+/// `POST /admin/api/rooms/{room}/unkick` (body `{"user":ID}`): the user may come back.
+async fn unkick(
+    state: web::Data<AppState>,
+    _op: Operator,
+    path: web::Path<String>,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    let body: UnkickBody = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request("bad_json", format!("{{\"user\":ID}} 형식이어야 해요 ({e})")))?;
+    if body.user.is_empty() {
+        return Err(ApiError::bad_request("bad_user", "user가 비어 있어요"));
+    }
+    let detail = format!("user={}", body.user);
+    let verb = |room: RoomRef| async move { room.ask(Unkick { user: PlayerId::from(body.user) }).await };
+    room_verb(&state, "unkick", &path, &detail, verb).await
 }
 
 async fn drain(state: web::Data<AppState>, _op: Operator, path: web::Path<String>) -> Result<HttpResponse, ApiError> {

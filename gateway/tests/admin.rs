@@ -225,6 +225,49 @@ async fn kick_tells_the_user_why_and_they_may_not_come_back_to_that_room() {
     assert_eq!(sample(&metrics, r#"roomd_admin_actions_total{action="kick",outcome="not_in_room"}"#), 1.0);
 }
 
+/// The demonstration of the one room protocol (issue 58): `Unkick` is a message type, its
+/// handler and this route, and nothing else.
+#[tokio::test]
+async fn an_operator_lifts_a_kick_and_the_user_may_sit_and_watch_again() {
+    let server = admin_server();
+    let host = server.guest("방장").await;
+    let guest = server.guest("손님").await;
+    let room = server.create_room(&host, "tally", json!({"target": 10}), 60).await;
+    server.seat(&room, &guest).await;
+    let (status, _) =
+        server.post(&format!("/admin/api/rooms/{room}/kick"), Some(ADMIN), json!({"user": guest.id})).await;
+    assert_eq!(status, 200);
+    let (status, body) = server.post(&format!("/api/rooms/{room}/seats"), Some(&guest.token), json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (403, Some("kicked")));
+
+    let (status, body) =
+        server.post(&format!("/admin/api/rooms/{room}/unkick"), Some(ADMIN), json!({"user": guest.id})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["room"]["kicked"].as_array().map_or(0, Vec::len), 0, "{body}");
+    // Back in: a seat, and watching.
+    let (status, body) = server.post(&format!("/api/rooms/{room}/seats"), Some(&guest.token), json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let mut g = server.ws(&guest).await;
+    g.send(json!({"t": "sub", "room": room})).await;
+    let synced = g.next_where(|m| m["t"] == "error" || m["t"] == "sync").await;
+    assert_eq!(synced["t"], "sync", "{synced}");
+
+    // Lifting a kick nobody had is a clear 404; a body without a user is 400; neither
+    // changes the room.
+    let (status, body) =
+        server.post(&format!("/admin/api/rooms/{room}/unkick"), Some(ADMIN), json!({"user": guest.id})).await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_kicked")));
+    let (status, body) = server.post(&format!("/admin/api/rooms/{room}/unkick"), Some(ADMIN), json!({})).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("bad_json")));
+    let (status, _) = server.post("/admin/api/rooms/r_nope/unkick", Some(ADMIN), json!({"user": guest.id})).await;
+    assert_eq!(status, 404);
+    let (_, info) = server.get(&format!("/api/rooms/{room}"), Some(&host.token)).await;
+    assert_eq!(info["seats"].as_array().unwrap().len(), 2);
+    let metrics = metrics(&server).await;
+    assert_eq!(sample(&metrics, r#"roomd_admin_actions_total{action="unkick",outcome="ok"}"#), 1.0);
+    assert_eq!(sample(&metrics, r#"roomd_admin_actions_total{action="unkick",outcome="not_kicked"}"#), 1.0);
+}
+
 #[tokio::test]
 async fn kicking_a_player_mid_game_counts_as_leaving_it() {
     let server = admin_server();

@@ -160,6 +160,28 @@ async fn rooms_are_paged_cluster_wide_and_close_and_kick_reach_clients_on_other_
     let (status, body) =
         post(&http, format!("{}/api/rooms/{kicked_room}/seats", nodes[2].base), &guest, json!({})).await;
     assert_eq!((status, body["code"].as_str()), (403, Some("kicked")), "{body}");
+    // Unkick (the one room protocol's demonstration verb: no bus code of its own) crosses
+    // from ka to the owner kc like every verb, and the guest may sit again through kb.
+    let (status, body) = post(
+        &http,
+        format!("{}/admin/api/rooms/{kicked_room}/unkick", nodes[0].base),
+        ADMIN,
+        json!({"user": guest_id}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["room"]["kicked"].as_array().map_or(0, Vec::len), 0, "{body}");
+    let (status, body) =
+        post(&http, format!("{}/api/rooms/{kicked_room}/seats", nodes[1].base), &guest, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = post(
+        &http,
+        format!("{}/admin/api/rooms/{kicked_room}/unkick", nodes[2].base),
+        ADMIN,
+        json!({"user": guest_id}),
+    )
+    .await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_kicked")), "{body}");
 
     // Close: a started room owned by another node than the watcher's and the operator's.
     let (closed_room, owner) = owners.iter().find(|(r, o)| *o != "kb" && *r != kicked_room).unwrap();

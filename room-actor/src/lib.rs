@@ -7,8 +7,10 @@
 //!
 //! - [`cluster`]: membership, rendezvous placement and fenced leases on Redis.
 //! - [`room`]: `RoomActor<G>`, the runner (`game-engine.md` §4), timers and bots.
-//! - [`messages`]: what rooms take (subscribe, act, seats, start) and send (`ToClient`,
-//!   from [`wire`]).
+//! - [`messages`]: the room verbs, each a message type (subscribe, act, seats, start,
+//!   operators' verbs) with its handler in [`room`], and what rooms send (`ToClient`).
+//! - [`protocol`]: the one room protocol: how any verb reaches a room, here or on another
+//!   node, without naming it (`Ask`, `Tell`, the generated enums).
 //! - [`wire`]: server → client JSON, built once in the room (`ToClient`, one client's frame).
 //! - [`room_ref`]: one way to reach a room wherever it lives ([`Rooms`] finds it, a
 //!   [`RoomRef`] calls its verbs, here or on another node).

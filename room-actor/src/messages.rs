@@ -245,6 +245,15 @@ pub struct Kick {
     pub reason: String,
 }
 
+/// Operators: lift a kick (`POST /admin/api/rooms/{id}/unkick`): `user` may sit and
+/// watch in this room again. A user who was not kicked here is `404 not_kicked`.
+/// Answers the room's info.
+#[derive(Debug, Message, Serialize, Deserialize)]
+#[rtype(result = "Result<RoomInfo, RoomOpError>")]
+pub struct Unkick {
+    pub user: PlayerId,
+}
+
 /// Operators: what a room is doing, without any hidden game state.
 #[derive(Debug, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<AdminView, RoomOpError>")]
@@ -289,4 +298,5 @@ crate::protocol::room_requests! {
     Close -> RoomInfo,
     Kick -> RoomInfo,
     Inspect -> AdminView,
+    Unkick -> RoomInfo,
 }

@@ -198,6 +198,22 @@ impl<G: Game> Handler<Kick> for RoomActor<G> {
     }
 }
 
+impl<G: Game> Handler<Unkick> for RoomActor<G> {
+    type Result = Result<RoomInfo, RoomOpError>;
+
+    fn handle(&mut self, msg: Unkick, _ctx: &mut Context<Self>) -> Self::Result {
+        let before = self.admin.kicked.len();
+        self.admin.kicked.retain(|user| user != &msg.user);
+        if self.admin.kicked.len() == before {
+            return Err(RoomOpError::new(404, "not_kicked", "이 방에서 내보낸 적 없는 사용자예요"));
+        }
+        info!(room = %self.id, user = %msg.user, "kick lifted by an operator");
+        // Saved with the room's info, so the room forgets the kick on every node.
+        self.publish_info();
+        Ok(self.info())
+    }
+}
+
 impl<G: Game> Handler<Inspect> for RoomActor<G> {
     type Result = Result<AdminView, RoomOpError>;
 
