@@ -83,7 +83,7 @@ const CANARY_REFRESH_EVERY: u32 = 1000;
 /// checked), so what it knows stays as small as the rooms that are playing.
 const FORGET_AFTER: Duration = Duration::from_secs(120);
 
-pub(crate) const APPEND_CHECKED_LUA: &str = include_str!("lua/append_checked.lua");
+pub(crate) const APPEND_CHECKED_LUA: &str = include_str!("../lua/append_checked.lua");
 
 /// What happened to one entry of a batch that ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
