@@ -56,32 +56,37 @@
 //! A Redis Cluster keeps one `EVALSHA` of `lua/append.lua` per append (a script may
 //! touch one slot only, and rooms are spread over slots); the cluster connection
 //! pipelines those per master.
+//!
+//! # Layout
+//!
+//! - this file: the [`Appender`] (its queues, one per thread, and how it connects) and
+//!   what an entry is on its way: [`Pending`] in its queue, [`Queued`] to its room,
+//!   [`Appended`] once its batch ran.
+//! - `queue`: a queue's task (`drain`: the batch window, a batch cut, its outcomes
+//!   answered) and what the queue knows for the fast path (its canary, each log's last
+//!   entry).
+//! - `batch`: one batch on the wire: the fast `XADD`s, the checked script, the canary's
+//!   `INCR`, `WAIT`, and the replies read into one outcome per entry.
+
+mod batch;
+mod queue;
 
 use crate::error::StoreError;
-use crate::pace::{gather, Pace};
 use crate::redis::conn::{RedisConn, ThreadConns};
 use crate::redis::keys::Keys;
 use crate::redis::target::RedisTarget;
-use redis::aio::ConnectionLike;
-use redis::{Cmd, Pipeline, Script, Value};
+use queue::drain;
+use redis::{Cmd, Script};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
-use tracing::warn;
 
 /// At most this many entries go in one batch.
 pub const MAX_BATCH: usize = 256;
 /// A batch stops taking entries once their bytes reach this.
 pub const MAX_BATCH_BYTES: usize = 512 * 1024;
-/// How long a queue's canary key lives unless a batch refreshes it (a queue refreshes
-/// it every [`CANARY_REFRESH_EVERY`] batches; the key of a stopped node goes with time).
-const CANARY_TTL_MS: u64 = 24 * 3600 * 1000;
-const CANARY_REFRESH_EVERY: u32 = 1000;
-/// A queue forgets a log it has not appended to for this long (the next append there is
-/// checked), so what it knows stays as small as the rooms that are playing.
-const FORGET_AFTER: Duration = Duration::from_secs(120);
 
 pub(crate) const APPEND_CHECKED_LUA: &str = include_str!("../lua/append_checked.lua");
 
@@ -272,381 +277,15 @@ impl Appender {
             }),
         }
     }
-
-    /// The checked append of `entries` as one `EVALSHA` (the legacy layout kept unless
-    /// the fast path is open).
-    fn checked(&self, batch: &[Pending], entries: &[usize]) -> Cmd {
-        let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.get_hash()).arg(entries.len() * 3);
-        for &i in entries {
-            let p = &batch[i];
-            cmd.arg(&p.log).arg(&p.counter).arg(&p.lease);
-        }
-        cmd.arg(if self.fast_path_open() { "0" } else { "1" });
-        for &i in entries {
-            let p = &batch[i];
-            cmd.arg(p.seq).arg(&p.bytes[..]).arg(p.token.as_bytes()).arg(p.epoch);
-        }
-        cmd
-    }
-
-    /// Runs one batch on `conn`: one outcome per entry, in order.
-    async fn run(&self, conn: &RedisConn, queue: &mut Queue, batch: &[Pending]) -> Vec<Result<Appended, StoreError>> {
-        let fast_open = self.fast_path_open();
-        let (fast, checked): (Vec<usize>, Vec<usize>) = (0..batch.len()).partition(|&i| {
-            let p = &batch[i];
-            fast_open && queue.canary.is_some() && p.epoch > 0 && queue.follows(p)
-        });
-        self.stats.fast.fetch_add(fast.len() as u64, Ordering::Relaxed);
-        let mut outcomes: Vec<Option<Result<Appended, StoreError>>> = vec![None; batch.len()];
-        // Entries to check again with the script: (index, its fast `XADD` stored it).
-        let mut again: Vec<(usize, bool)> = Vec::new();
-        match self.round(conn, queue, batch, &fast, &checked, false).await {
-            Err(e) => return self.failed(queue, batch, e),
-            Ok(round) => {
-                if round.lost {
-                    // Redis lost writes of this queue: nothing it knew holds any more.
-                    warn!(canary = %queue.canary_key, "an append queue's canary did not move by one: Redis lost writes \
-                        (a restart or a failover); this batch's entries are checked again");
-                    queue.known.clear();
-                }
-                for (&i, stored) in fast.iter().zip(round.fast) {
-                    if stored && round.intact {
-                        outcomes[i] = Some(Ok(Appended::Stored));
-                    } else {
-                        again.push((i, stored));
-                    }
-                }
-                match round.checked {
-                    Some(Ok(results)) => {
-                        for (&i, result) in checked.iter().zip(results) {
-                            outcomes[i] = Some(result);
-                        }
-                    }
-                    Some(Err(Retry::NoScript)) => again.extend(checked.iter().map(|&i| (i, false))),
-                    Some(Err(Retry::Failed(e))) => {
-                        for &i in &checked {
-                            outcomes[i] = Some(Err(e.clone()));
-                        }
-                    }
-                    None => {}
-                }
-            }
-        }
-        if !again.is_empty() {
-            again.sort_unstable();
-            let entries: Vec<usize> = again.iter().map(|(i, _)| *i).collect();
-            match self.round(conn, queue, batch, &[], &entries, true).await {
-                Err(e) => {
-                    queue.reset();
-                    for &i in &entries {
-                        outcomes[i] = Some(Err(e.clone()));
-                    }
-                }
-                Ok(round) => {
-                    if round.lost {
-                        queue.known.clear();
-                    }
-                    let results = match round.checked {
-                        Some(Ok(results)) => results.into_iter().map(Some).collect(),
-                        Some(Err(Retry::NoScript)) => {
-                            let e = StoreError::Unknown("Redis forgot the append script twice".into());
-                            vec![Some(Err(e)); entries.len()]
-                        }
-                        Some(Err(Retry::Failed(e))) => vec![Some(Err(e)); entries.len()],
-                        None => vec![None; entries.len()],
-                    };
-                    for ((i, stored_fast), result) in again.into_iter().zip(results) {
-                        outcomes[i] = match (stored_fast, result) {
-                            // Its own fast entry is the log's top, and the check found it
-                            // follows the entry below: stored.
-                            (true, Some(Ok(Appended::Conflict { last }))) if last == batch[i].seq => {
-                                Some(Ok(Appended::Stored))
-                            }
-                            (_, result) => result,
-                        };
-                    }
-                }
-            }
-        }
-        let outcomes: Vec<Result<Appended, StoreError>> = outcomes
-            .into_iter()
-            .map(|o| {
-                o.unwrap_or_else(|| Err(StoreError::Unknown("the append batch gave this entry no outcome".into())))
-            })
-            .collect();
-        for (p, outcome) in batch.iter().zip(&outcomes) {
-            match outcome {
-                // Only an entry stored in the epoch layout opens its log's fast path: a log
-                // in the legacy layout is fenced by its lease alone (`lua/fence.lua`).
-                Ok(Appended::Stored) if fast_open => queue.stored(p),
-                _ => {
-                    queue.known.remove(&p.log);
-                }
-            }
-        }
-        outcomes
-    }
-
-    /// Every entry of the batch fails with `e`; what the queue knew no longer holds.
-    fn failed(&self, queue: &mut Queue, batch: &[Pending], e: StoreError) -> Vec<Result<Appended, StoreError>> {
-        queue.reset();
-        vec![Err(e); batch.len()]
-    }
-
-    /// One round trip: the `fast` entries' `XADD`s, the `checked` entries' script (loaded
-    /// first when `load`), the canary's `INCR` and, when replicated, `WAIT`. An error is
-    /// what every entry of the round shares (the request failed, or too few replicas).
-    async fn round(
-        &self,
-        conn: &RedisConn,
-        queue: &mut Queue,
-        batch: &[Pending],
-        fast: &[usize],
-        checked: &[usize],
-        load: bool,
-    ) -> Result<Round, StoreError> {
-        let mut pipe = Pipeline::with_capacity(fast.len() + 5);
-        for &i in fast {
-            let p = &batch[i];
-            let mut xadd = redis::cmd("XADD");
-            let (mut epoch, mut seq) = (itoa::Buffer::new(), itoa::Buffer::new());
-            let mut id = String::with_capacity(41);
-            id.push_str(epoch.format(p.epoch));
-            id.push('-');
-            id.push_str(seq.format(p.seq));
-            xadd.arg(&p.log).arg(id).arg("e").arg(&p.bytes[..]);
-            pipe.add_command(xadd);
-        }
-        if !checked.is_empty() {
-            if load {
-                pipe.add_command(redis::cmd("SCRIPT").arg("LOAD").arg(APPEND_CHECKED_LUA).clone());
-            }
-            pipe.add_command(self.checked(batch, checked));
-        }
-        pipe.add_command(redis::cmd("INCR").arg(&queue.canary_key).clone());
-        let refresh = queue.canary.is_none() || queue.since_refresh >= CANARY_REFRESH_EVERY;
-        if refresh {
-            pipe.add_command(redis::cmd("PEXPIRE").arg(&queue.canary_key).arg(CANARY_TTL_MS).clone());
-        }
-        if let Some(r) = &self.replicated {
-            pipe.add_command(r.wait.clone());
-        }
-        let count = pipe.len();
-        let mut c = conn.clone();
-        let replies = c.req_packed_commands(&pipe, 0, count).await.map_err(|e| {
-            if e.is_connection_refusal() {
-                StoreError::Unavailable(e.to_string())
-            } else {
-                StoreError::Unknown(e.to_string())
-            }
-        })?;
-        if replies.len() != count {
-            return Err(StoreError::Unknown(format!("{} replies to a pipeline of {count}", replies.len())));
-        }
-        let mut replies = replies.into_iter();
-        let fast_stored: Vec<bool> =
-            fast.iter().map(|_| !matches!(replies.next(), Some(Value::ServerError(_)) | None)).collect();
-        let checked = if checked.is_empty() {
-            None
-        } else {
-            if load {
-                replies.next();
-            }
-            Some(match replies.next() {
-                Some(Value::ServerError(e)) if e.code() == "NOSCRIPT" => Err(Retry::NoScript),
-                reply => parse(reply, checked.len()).map_err(Retry::Failed),
-            })
-        };
-        let canary = match replies.next() {
-            Some(Value::Int(n)) => n,
-            other => return Err(StoreError::Unknown(format!("the append canary's INCR answered {other:?}"))),
-        };
-        if refresh {
-            replies.next();
-            queue.since_refresh = 0;
-        } else {
-            queue.since_refresh += 1;
-        }
-        if let Some(r) = &self.replicated {
-            let got = match replies.next() {
-                Some(Value::Int(n)) => n,
-                other => return Err(StoreError::Unknown(format!("WAIT answered {other:?}"))),
-            };
-            // Stored on the master, not (yet) on enough replicas: nothing is acknowledged.
-            if got < i64::from(r.replicas) {
-                return Err(StoreError::Unknown((r.short)(got)));
-            }
-        }
-        let intact = queue.canary.is_some_and(|last| canary == last + 1);
-        let lost = queue.canary.is_some() && !intact;
-        queue.canary = Some(canary);
-        Ok(Round { fast: fast_stored, checked, intact, lost })
-    }
-}
-
-/// What one round trip said.
-struct Round {
-    /// Per fast entry: whether its `XADD` stored it.
-    fast: Vec<bool>,
-    /// The checked entries' outcomes (`None`: there were none).
-    checked: Option<Result<Vec<Result<Appended, StoreError>>, Retry>>,
-    /// The canary moved by exactly one: every earlier write of the queue is still there.
-    intact: bool,
-    /// The canary was known and did not move by one: Redis lost writes of this queue.
-    lost: bool,
-}
-
-/// Why a round's checked entries have no outcome yet.
-enum Retry {
-    /// Redis does not know the script (it restarted): load it and run them again.
-    NoScript,
-    /// The script failed: the error every entry of it shares.
-    Failed(StoreError),
-}
-
-/// One queue's knowledge: its canary and the logs it appended to.
-struct Queue {
-    canary_key: String,
-    /// The canary's value after this queue's last batch (`None`: not known).
-    canary: Option<i64>,
-    since_refresh: u32,
-    /// Per log: the token and seq of the last entry this queue stored there, and when.
-    known: crate::FastMap<String, Known>,
-    swept: Instant,
-}
-
-struct Known {
-    token: String,
-    seq: u64,
-    at: Instant,
-}
-
-impl Queue {
-    fn new(canary_base: &str) -> Queue {
-        let id = engine::Seed::from_os().map(|s| s.to_hex()).unwrap_or_else(|_| format!("{:?}", Instant::now()));
-        Queue {
-            canary_key: format!("{canary_base}:{id}"),
-            canary: None,
-            since_refresh: 0,
-            known: crate::FastMap::default(),
-            swept: Instant::now(),
-        }
-    }
-
-    /// The entry follows, under the same token, the last one this queue stored in its log.
-    fn follows(&self, p: &Pending) -> bool {
-        self.known.get(&p.log).is_some_and(|k| k.token == p.token && k.seq + 1 == p.seq)
-    }
-
-    fn stored(&mut self, p: &Pending) {
-        let at = Instant::now();
-        match self.known.get_mut(&p.log) {
-            Some(k) => {
-                if k.token != p.token {
-                    k.token.clone_from(&p.token);
-                }
-                k.seq = p.seq;
-                k.at = at;
-            }
-            None => {
-                self.known.insert(p.log.clone(), Known { token: p.token.clone(), seq: p.seq, at });
-            }
-        }
-    }
-
-    /// Nothing known holds (a batch failed: its writes and Redis's state are unknown).
-    fn reset(&mut self) {
-        self.canary = None;
-        self.known.clear();
-    }
-
-    /// Forgets the logs not appended to lately.
-    fn sweep(&mut self, now: Instant) {
-        if now.saturating_duration_since(self.swept) < FORGET_AFTER / 2 {
-            return;
-        }
-        self.swept = now;
-        self.known.retain(|_, k| now.saturating_duration_since(k.at) < FORGET_AFTER);
-    }
-}
-
-/// The script's answer: one outcome per entry (an entry whose `XADD` failed is certainly
-/// not stored: `Unavailable`, for that entry alone).
-fn parse(reply: Option<Value>, n: usize) -> Result<Vec<Result<Appended, StoreError>>, StoreError> {
-    let odd = |what: &dyn std::fmt::Debug| StoreError::Unknown(format!("the append script answered {what:?}"));
-    let Some(Value::Array(items)) = reply else { return Err(odd(&reply)) };
-    if items.len() != n {
-        return Err(odd(&format!("{} replies for {n} entries", items.len())));
-    }
-    let outcome = |item: Value| match &item {
-        Value::Int(_) => Ok(Ok(Appended::Stored)),
-        Value::BulkString(word) if word.as_slice() == b"FENCED" => Ok(Ok(Appended::Fenced)),
-        Value::BulkString(word) => {
-            let word = std::str::from_utf8(word).map_err(|_| odd(&item))?;
-            if let Some(why) = word.strip_prefix("ERROR ") {
-                return Ok(Err(StoreError::Unavailable(format!("the log append failed: {why}"))));
-            }
-            word.strip_prefix("CONFLICT ")
-                .and_then(|last| last.trim().parse().ok())
-                .map(|last| Ok(Appended::Conflict { last }))
-                .ok_or_else(|| odd(&item))
-        }
-        _ => Err(odd(&item)),
-    };
-    items.into_iter().map(outcome).collect()
-}
-
-/// The queue's task: takes the first entry, waits out the batch window where the queue's
-/// rate fills it (`pace.rs`), then takes whatever else is queued (up to the bounds),
-/// runs them as one batch, answers each, and again. It connects on its first batch, so
-/// the connection is driven on this thread; a failed connect fails that batch (nothing
-/// was sent: `Unavailable`) and the next batch tries again.
-async fn drain(appender: Arc<Appender>, mut rx: mpsc::UnboundedReceiver<Pending>) {
-    let mut conn: Option<RedisConn> = None;
-    let mut pace = Pace::new(appender.window);
-    let mut queue = Queue::new(&appender.canary);
-    let full = |batch: &[Pending], bytes: usize| batch.len() >= MAX_BATCH || bytes >= MAX_BATCH_BYTES;
-    while let Some(first) = rx.recv().await {
-        // The window where this queue's rate fills it (ended once the entries it waits
-        // for have come, or the batch is full), else the rest of the tick; a full batch
-        // already waiting goes at once.
-        let mut bytes = first.bytes.len();
-        let mut batch = vec![first];
-        gather(&mut pace, &mut rx, MAX_BATCH, true, |p| {
-            bytes += p.bytes.len();
-            batch.push(p);
-            if full(&batch, bytes) {
-                usize::MAX
-            } else {
-                batch.len() - 1
-            }
-        })
-        .await;
-        while !full(&batch, bytes) {
-            let Ok(p) = rx.try_recv() else { break };
-            bytes += p.bytes.len();
-            batch.push(p);
-        }
-        pace.cut(batch.len());
-        appender.stats.batches.fetch_add(1, Ordering::Relaxed);
-        appender.stats.entries.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        let outcomes = match appender.connection(&mut conn).await {
-            Ok(c) => appender.run(&c, &mut queue, &batch).await,
-            Err(e) => appender.failed(&mut queue, &batch, e),
-        };
-        for (p, outcome) in batch.into_iter().zip(outcomes) {
-            let _ = p.done.send(outcome);
-        }
-        let now = Instant::now();
-        pace.done(now);
-        queue.sweep(now);
-    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::batch::parse;
+    use super::queue::{Queue, FORGET_AFTER};
     use super::*;
+    use redis::Value;
+    use std::time::Instant;
 
     #[test]
     fn the_scripts_replies_read_as_one_outcome_per_entry() {
