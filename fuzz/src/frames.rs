@@ -29,7 +29,7 @@ pub fn bus_frame(data: &[u8]) {
 /// here: what follows it is).
 const SESSION: &[u8] = b"the session key of a fuzzed link";
 
-/// `link_frame`: what a peer link's reader (`link.rs`, `read_frames`) takes off the wire
+/// `link_frame`: what a peer link's reader (`link/listener.rs`, `read_frames`) takes off the wire
 /// after the handshake. The input is records `[kind][len][len bytes]`: an even `kind`
 /// makes the bytes a frame the harness seals as the dialer's next one (length prefix and
 /// tag, as `Link::send` writes it), an odd one puts them on the wire as they are (what a

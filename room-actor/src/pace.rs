@@ -1,4 +1,4 @@
-//! When a batch is worth waiting for. The append queues (`redis/append.rs`) and the bus
+//! When a batch is worth waiting for. The append queues (`redis/append/queue.rs`) and the bus
 //! outboxes (`cluster/outbox.rs`) send what gathered while their previous round trip was
 //! in flight (group commit). A batch window (`ROOMD__CLUSTER__BATCH_WINDOW_MS`) can make a
 //! batch wait after its first item for more, which at a steady rate cuts the cluster's

@@ -1,4 +1,4 @@
-//! A peer link's bytes after its handshake (`link.rs`), and their check.
+//! A peer link's bytes after its handshake (`link/handshake.rs`), and their check.
 //!
 //! The handshake proves both nodes hold the cluster's link key and gives the link a
 //! session key of its own (derived from that key, both node ids, the link id and a nonce
@@ -10,7 +10,7 @@
 //! written before it (the frame's length prefix included). So a frame or an
 //! acknowledgement changed on the way, replayed (in this link or from another one),
 //! dropped (the next one's number is off), reordered, or sent back the other way fails
-//! its check, and the reader ends the link (`link.rs`). One HMAC per frame, over the
+//! its check, and the reader ends the link (`link/listener.rs`). One HMAC per frame, over the
 //! frame where it lies in the reader's buffer: a frame is a whole batch of envelopes, so
 //! nothing is computed per envelope.
 //!

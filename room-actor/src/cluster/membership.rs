@@ -21,7 +21,7 @@ fn unavailable(e: RedisError) -> StoreError {
 pub struct Member {
     pub id: String,
     pub draining: bool,
-    /// Where it takes peer links (`link.rs`), if it does.
+    /// Where it takes peer links (`link/`), if it does.
     pub peer: Option<String>,
 }
 

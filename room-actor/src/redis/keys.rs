@@ -70,14 +70,14 @@ impl Keys {
     }
 
     /// What the append queues' canary keys start with (each queue adds an id of its own;
-    /// `redis/append.rs`).
+    /// `redis/append/queue.rs`).
     pub fn appender_canary(&self) -> String {
         format!("{}:appender", self.prefix)
     }
 
     /// Set to `2` once every live node wrote the epoch layout of logs (ids
     /// `<epoch>-<seq>`, fences): from then on appends may skip the script
-    /// (`redis/append.rs`). Never unset.
+    /// (`redis/append/`). Never unset.
     pub fn log_layout(&self) -> String {
         format!("{}:log-layout", self.prefix)
     }

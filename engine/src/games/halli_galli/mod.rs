@@ -10,7 +10,8 @@
 //! through [`Game::on_timeout`]: after 60 s away their flip time drops to 1 s.
 //!
 //! Files: `cards.rs` (the 56 faces), `options.rs`, `rules.rs` (state, inputs, validate),
-//! `play.rs` (apply), `result.rs` (ranking and summary), `view.rs`, `bot.rs`.
+//! `play.rs` (apply), `result.rs` (ranking and summary), `view/` (the views; `json.rs`
+//! there writes their JSON and the events' by hand), `bot.rs`.
 
 pub mod bot;
 pub mod cards;

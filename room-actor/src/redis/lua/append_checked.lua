@@ -1,7 +1,7 @@
 -- Appends a batch of entries, each to its own game's log and each checked on its own
 -- (group commit: one round trip for many rooms). This is the checked append: a room's
 -- first append under its lease, an append the fast path could not place, and every
--- append while some node may be an older roomd (`redis_append.rs` says when).
+-- append while some node may be an older roomd (`redis/append/mod.rs` says when).
 --   KEYS[3i-2], KEYS[3i-1], KEYS[3i]: entry i's log stream, last-seq counter, room lease
 --   ARGV[1]: '1' while older roomds may share the logs (the legacy layout: a log whose
 --            entries are `0-<seq>` keeps that layout, and the last-seq counter is kept)

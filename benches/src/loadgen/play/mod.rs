@@ -18,6 +18,21 @@
 //! - **cockroach-poker**: the player whose move it is (the starter offers a random card
 //!   with a true or false claim to a random player; the holder peeks, passes or calls at
 //!   random) acts after `--reaction-ms`; the host restarts a finished game. Same latency.
+//!
+//! # Layout
+//!
+//! - this file: the [`Client`], its socket, timing and counting: the window's phases,
+//!   the open-loop schedule of bumps, planned actions sent when due, answers matched to
+//!   their actions.
+//! - `games`: what a scripted player reads of a Halli Galli or cockroach-poker view and
+//!   the moves it plans from it.
+//! - `hold`: the run's clients kept connected until the last has drained ([`Hold`]).
+
+mod games;
+mod hold;
+
+pub use games::{cockroach_action, HgFace, HgPlayer, HgView};
+pub use hold::Hold;
 
 use super::net::{post, Envelope, Player};
 use super::spec::Schedule;
@@ -25,7 +40,7 @@ use super::stats::Recorder;
 use super::{Config, GameKind, LoopMode};
 use engine::{Rng, Seed};
 use futures_util::{SinkExt, StreamExt};
-use serde::Deserialize;
+use games::{HgMessage, WithView};
 use serde_json::{json, Value};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -53,43 +68,6 @@ pub fn room_phase(seed: u128) -> Duration {
 /// Recent updates a client remembers to match acks against.
 const RECENT_UPDATES: usize = 256;
 
-/// Keeps the clients of a run connected until the last of them has drained, so the
-/// answers to actions still in flight when the window closes are not timed against a
-/// server busy closing every other socket of the run at once (the teardown is not the
-/// load being measured: it put 150–290 ms answers at the top of Halli Galli's latency).
-/// A client stopped during the window (socket stages) or whose socket failed leaves at
-/// once; one that reached the end of the window waits for the others, at most [`DRAIN`]
-/// more, reading (and dropping) what the server still sends.
-pub struct Hold {
-    /// Clients started and not yet done with their window and drain.
-    playing: std::sync::atomic::AtomicUsize,
-    all_done: watch::Sender<bool>,
-}
-
-impl Hold {
-    pub fn new() -> Arc<Hold> {
-        Arc::new(Hold { playing: std::sync::atomic::AtomicUsize::new(0), all_done: watch::Sender::new(false) })
-    }
-
-    /// A client starts playing.
-    fn join(&self) {
-        if self.playing.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
-            self.all_done.send_replace(false);
-        }
-    }
-
-    /// A client is done with its window and drain; the last one releases the others.
-    fn done(&self) {
-        if self.playing.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
-            self.all_done.send_replace(true);
-        }
-    }
-
-    fn released(&self) -> watch::Receiver<bool> {
-        self.all_done.subscribe()
-    }
-}
-
 /// The window as a client sees it: when it opens and closes, and (tally, open loop) this
 /// client's schedule of bumps from `start`.
 #[derive(Clone, Debug)]
@@ -97,109 +75,6 @@ pub struct Go {
     pub start: Instant,
     pub end: Instant,
     pub schedule: Option<Arc<Schedule>>,
-}
-
-#[derive(Deserialize)]
-struct WithView<V> {
-    view: V,
-}
-
-/// A Halli Galli server message read in one pass: [`Envelope`]'s fields and the view.
-#[derive(Deserialize)]
-struct HgMessage {
-    t: String,
-    seq: Option<u64>,
-    cs: Option<u64>,
-    code: Option<String>,
-    view: Option<HgView>,
-}
-
-/// The parts of a halli-galli view a scripted client plays from.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HgView {
-    pub phase: String,
-    pub now: i64,
-    pub turn: Option<String>,
-    pub table_version: u64,
-    pub players: HashMap<String, HgPlayer>,
-    pub flip_allowed_at: i64,
-    pub can_flip: bool,
-    pub can_ring: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HgPlayer {
-    pub top: Option<HgFace>,
-    pub active: bool,
-}
-
-#[derive(Deserialize)]
-pub struct HgFace {
-    pub fruit: String,
-    pub count: u32,
-}
-
-impl HgView {
-    /// Whether some fruit totals exactly five among the active players' tops.
-    pub fn has_five(&self) -> bool {
-        let mut sums: HashMap<&str, u32> = HashMap::new();
-        for p in self.players.values().filter(|p| p.active) {
-            if let Some(face) = &p.top {
-                *sums.entry(face.fruit.as_str()).or_default() += face.count;
-            }
-        }
-        sums.values().any(|s| *s == 5)
-    }
-}
-
-/// Creature kinds a cockroach-poker claim may name.
-const CP_KINDS: [&str; 8] = ["cockroach", "bat", "fly", "toad", "rat", "scorpion", "spider", "stinkbug"];
-
-/// A random legal-looking cockroach-poker move for `me` from a view, or `None` when it is
-/// not `me`'s move (or the game is over). `soak` plays cockroach poker with it too.
-pub fn cockroach_action(view: &Value, me: &str, rng: &mut Rng) -> Option<Value> {
-    if !view.get("loser").is_none_or(Value::is_null) {
-        return None;
-    }
-    let s = |k: &str| view.get(k).and_then(Value::as_str);
-    let targets: Vec<&str> = view
-        .get("passTargets")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let peeked = view.get("peeked").and_then(Value::as_bool).unwrap_or(false);
-    let kind = CP_KINDS[rng.index(CP_KINDS.len())];
-    if s("holder") == Some(me) {
-        if peeked {
-            let to = rng.pick(&targets)?.to_string();
-            Some(json!({"type": "pass", "to": to, "claim": kind}))
-        } else if !targets.is_empty() && rng.chance(0.3) {
-            Some(json!({"type": "peek"}))
-        } else {
-            Some(json!({"type": "call", "call": if rng.chance(0.5) { "true" } else { "false" }}))
-        }
-    } else if s("holder").is_none() && s("starter") == Some(me) {
-        let hand: Vec<(u64, String)> = view
-            .get("hand")
-            .and_then(Value::as_array)
-            .map(|h| {
-                h.iter().filter_map(|c| Some((c.get("id")?.as_u64()?, c.get("kind")?.as_str()?.to_owned()))).collect()
-            })
-            .unwrap_or_default();
-        let others: Vec<&str> = view
-            .get("order")
-            .and_then(Value::as_array)
-            .map(|o| o.iter().filter_map(Value::as_str).filter(|p| *p != me).collect())
-            .unwrap_or_default();
-        let (id, real) = rng.pick(&hand).cloned()?;
-        let to = rng.pick(&others)?.to_string();
-        let claim = if rng.chance(0.5) { real } else { kind.to_owned() };
-        Some(json!({"type": "offer", "cardId": id, "to": to, "claim": claim}))
-    } else {
-        None
-    }
 }
 
 /// An action a client will send at `at`.
@@ -579,83 +454,6 @@ impl Client {
             }
             other => self.error(format!("unknown message type {other:?}")),
         }
-    }
-
-    /// Cockroach poker: plans this player's move on the latest view, once per seq.
-    fn think_cp(&mut self) {
-        if self.cfg.game != GameKind::CockroachPoker {
-            return;
-        }
-        let Some((seq, view)) = self.cp_view.take() else { return };
-        if self.cp_acted != Some(seq) {
-            if let Some(action) = cockroach_action(&view, &self.player.me, &mut self.rng) {
-                self.cp_acted = Some(seq);
-                let at = Instant::now().max(self.not_before) + self.reaction();
-                self.plans.push(Planned { at, action });
-            }
-        }
-        self.cp_view = Some((seq, view));
-    }
-
-    /// After an ack or reject: a halli-galli flip is no longer in flight; a refused
-    /// cockroach-poker move is chosen again.
-    fn after_answer(&mut self, env: &Envelope) {
-        if self.cfg.game == GameKind::CockroachPoker {
-            if env.t == "reject" {
-                self.cp_acted = None;
-                self.think_cp();
-            }
-            return;
-        }
-        if self.cfg.game != GameKind::HalliGalli {
-            return;
-        }
-        if env.t == "reject" && self.flip_planned && self.plans.is_empty() {
-            // The flip (or a ring) was refused; try the flip again shortly if still our turn.
-            self.flip_planned = false;
-            if let Some(view) = self.last_view.take() {
-                self.on_view(view);
-            }
-        }
-    }
-
-    fn reaction(&mut self) -> Duration {
-        let base = self.cfg.reaction;
-        base + base.mul_f64(self.rng.next() * 0.5)
-    }
-
-    fn on_view(&mut self, view: HgView) {
-        if view.phase != "playing" {
-            self.flip_planned = false;
-            self.last_view = Some(view);
-            return;
-        }
-        let now = Instant::now().max(self.not_before);
-        let my_turn = view.turn.as_deref() == Some(self.player.me.as_str());
-        if !my_turn {
-            self.flip_planned = false;
-        }
-        if my_turn && view.can_flip && !self.flip_planned {
-            let wait = Duration::from_millis(u64::try_from(view.flip_allowed_at - view.now).unwrap_or(0));
-            let at = now + wait + self.reaction();
-            self.plans.push(Planned { at, action: json!({"type": "flip"}) });
-            self.flip_planned = true;
-        }
-        if view.can_ring && self.ring_planned_for != Some(view.table_version) {
-            if view.has_five() {
-                let at = now + self.reaction();
-                self.plans.push(Planned { at, action: json!({"type": "ring", "version": view.table_version}) });
-                self.ring_planned_for = Some(view.table_version);
-            } else if self.rng.chance(self.cfg.bad_ring_rate) {
-                // Half wrong (no five on the table), half stale (an old table version).
-                let version =
-                    if self.rng.chance(0.5) { view.table_version } else { view.table_version.saturating_sub(1) };
-                let at = now + self.reaction();
-                self.plans.push(Planned { at, action: json!({"type": "ring", "version": version}) });
-                self.ring_planned_for = Some(view.table_version);
-            }
-        }
-        self.last_view = Some(view);
     }
 }
 
