@@ -21,7 +21,7 @@ use crate::redis::append::{Appended, Appender, Replicated};
 use crate::redis::conn::{RedisConn, ThreadConns};
 use crate::redis::keys::{room_of, Keys};
 use crate::redis::target::RedisTarget;
-use crate::store::{RoomStore, StoreFuture};
+use crate::store::{Fence, RoomStore, StoreFuture};
 use engine::PlayerId;
 use redis::streams::StreamRangeReply;
 use redis::{AsyncCommands, Cmd, RedisError, Script};
@@ -602,13 +602,13 @@ impl RoomStore for RedisStore {
     }
 
     fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()> {
-        // No lease token yet: the store is used without ownership leases (one writer per
-        // room by construction). The script enforces the token once one is passed.
-        self.append_fenced(game_pk.to_owned(), entry, String::new())
+        self.append_as(game_pk, entry, &Fence::Sole)
     }
 
-    fn append_leased(&self, game_pk: &str, entry: LogEntry, token: &str) -> StoreFuture<()> {
-        self.append_fenced(game_pk.to_owned(), entry, token.to_owned())
+    fn append_as(&self, game_pk: &str, entry: LogEntry, fence: &Fence) -> StoreFuture<()> {
+        // A sole writer's token is empty, which the scripts check against nothing; a
+        // lease's is checked against the room's lease.
+        self.append_fenced(game_pk.to_owned(), entry, fence.token().to_owned())
     }
 
     fn entry(&self, game_pk: &str, seq: u64) -> StoreFuture<Option<LogEntry>> {

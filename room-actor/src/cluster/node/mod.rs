@@ -29,7 +29,7 @@ use crate::log::StoredGame;
 use crate::room::{RoomActor, RoomDeps};
 use crate::sessions::Sessions;
 use crate::store::redis::RedisStore;
-use crate::store::RoomStore;
+use crate::store::{Fence, RoomStore};
 use crate::supervise::{Policy, Supervisor};
 use crate::threads::RoomThreads;
 use engine::registry::{self, GameVisitor};
@@ -180,7 +180,7 @@ type Starter = Box<dyn FnOnce() -> RoomHandle + Send>;
 impl GameVisitor for Restore {
     type Output = Result<Starter, RebuildError>;
     fn visit<G: Game>(self) -> Self::Output {
-        let room = RoomActor::<G>::restore(self.info, self.stored, self.deps, Some(self.token))?;
+        let room = RoomActor::<G>::restore(self.info, self.stored, self.deps, Fence::Lease(self.token))?;
         Ok(Box::new(move || room.spawn()))
     }
 }
