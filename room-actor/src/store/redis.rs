@@ -321,13 +321,7 @@ impl RedisStore {
     /// Redis Cluster's, see [`Acks::counted`]); 0 on one Redis or without `ACK_REPLICAS`.
     pub fn ack_connection_replacements(&self) -> u64 {
         let Some(acks) = &self.acks else { return 0 };
-        acks.conns
-            .iter()
-            .map(|conn| match conn {
-                RedisConn::Cluster(cluster) => cluster.replacements(),
-                RedisConn::Single(_) => 0,
-            })
-            .sum()
+        acks.conns.iter().map(RedisConn::replacements).sum()
     }
 
     /// The per-thread connections of the hot path (the bus publisher uses them too).
