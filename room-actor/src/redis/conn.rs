@@ -61,7 +61,9 @@ pub enum RedisConn {
 }
 
 impl RedisConn {
-    pub fn is_cluster(&self) -> bool {
+    /// Private: what differs on a cluster beyond the connection is the store's
+    /// [`Topology`](crate::redis::topology::Topology), decided once.
+    fn is_cluster(&self) -> bool {
         matches!(self, RedisConn::Cluster(_))
     }
 

@@ -10,3 +10,4 @@ pub(crate) mod cluster;
 pub mod conn;
 pub mod keys;
 pub mod target;
+pub mod topology;

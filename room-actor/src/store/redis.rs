@@ -17,10 +17,11 @@ use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
 use crate::lobby::{self, LobbyFilter};
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
-use crate::redis::append::{Appended, Appender, Replicated};
+use crate::redis::append::{Appended, Replicated};
 use crate::redis::conn::{RedisConn, ThreadConns};
 use crate::redis::keys::{room_of, Keys};
 use crate::redis::target::RedisTarget;
+use crate::redis::topology::{Appends, Topology};
 use crate::store::{Fence, RoomStore, StoreFuture};
 use engine::PlayerId;
 use redis::streams::StreamRangeReply;
@@ -42,8 +43,11 @@ pub struct RedisStore {
     fence: Arc<Script>,
     /// Replicated acknowledgements (`ROOMD__REDIS__ACK_REPLICAS` > 0).
     acks: Option<Arc<Acks>>,
-    /// Group commit of appends (one Redis; `None` on a Redis Cluster: `redis/append.rs`).
-    appender: Option<Arc<Appender>>,
+    /// One Redis or a Redis Cluster, as the target said when the store connected.
+    topology: Topology,
+    /// How appends reach Redis, as the topology chose: group commit (`redis/append.rs`),
+    /// or one script per entry.
+    appends: Appends,
     /// A connection per thread for the hot path (appends, the bus publisher): each is
     /// driven by the thread whose rooms use it.
     thread_conns: Arc<ThreadConns>,
@@ -211,16 +215,18 @@ impl RedisStore {
     /// keys under `prefix`.
     pub async fn connect_to(target: &RedisTarget, prefix: &str) -> Result<RedisStore, StoreError> {
         let conn = target.connect().await?;
-        let keys = if target.is_cluster() { Keys::clustered(prefix) } else { Keys::new(prefix) };
+        let topology = Topology::of(target);
+        let keys = topology.keys(prefix);
         let thread_conns = Arc::new(ThreadConns::new(target.clone()));
-        let appender = (!conn.is_cluster()).then(|| Arc::new(Appender::shared(thread_conns.clone(), &keys)));
+        let appends = topology.appends(&thread_conns, &keys);
         Ok(RedisStore {
             conn,
             keys,
             append: Arc::new(Script::new(APPEND_LUA)),
             fence: Arc::new(Script::new(FENCE_LUA)),
             acks: None,
-            appender,
+            topology,
+            appends,
             thread_conns,
         })
     }
@@ -253,16 +259,14 @@ impl RedisStore {
             shorts,
             touch: Script::new(TOUCH_LUA),
         };
-        if let Some(appender) = &self.appender {
-            // The batches' `WAIT` blocks the connection it is sent on: one of their own.
-            let for_short = acks.clone();
-            let replicated = Replicated {
-                replicas,
-                wait: acks.wait(),
-                short: Arc::new(move |got| for_short.short("the batch of entries", got)),
-            };
-            self.appender = Some(Arc::new(appender.replicated(target.clone(), replicated)));
-        }
+        // The batches' `WAIT` blocks the connection it is sent on: one of their own.
+        let for_short = acks.clone();
+        let replicated = Replicated {
+            replicas,
+            wait: acks.wait(),
+            short: Arc::new(move |got| for_short.short("the batch of entries", got)),
+        };
+        self.appends = self.appends.replicated(target, replicated);
         self.acks = Some(Arc::new(acks));
         Ok(self)
     }
@@ -271,9 +275,7 @@ impl RedisStore {
     /// `redis/append.rs`); zero (the default) sends each batch at once. Call it before
     /// the first append. A Redis Cluster sends each append on its own: no window there.
     pub fn with_batch_window(mut self, window: Duration) -> RedisStore {
-        if let Some(appender) = &self.appender {
-            self.appender = Some(Arc::new(appender.windowed(window)));
-        }
+        self.appends = self.appends.windowed(window);
         self
     }
 
@@ -310,6 +312,11 @@ impl RedisStore {
 
     pub fn keys(&self) -> &Keys {
         &self.keys
+    }
+
+    /// One Redis or a Redis Cluster: decided once, when the store connected.
+    pub fn topology(&self) -> Topology {
+        self.topology
     }
 
     /// The connection, shared with the cluster's membership and leases.
@@ -448,19 +455,19 @@ impl RedisStore {
     /// neither the store nor the single-append path's state.
     pub fn append_fenced(&self, game_pk: String, entry: LogEntry, token: String) -> StoreFuture<()> {
         let seq = entry.seq;
-        match &self.appender {
-            Some(appender) if tokio::runtime::Handle::try_current().is_ok() => {
+        match &self.appends {
+            Appends::Grouped(appender) if tokio::runtime::Handle::try_current().is_ok() => {
                 let queued = room(&game_pk)
                     .and_then(|room| Ok((room, encode(&entry)?)))
                     .and_then(|(room, bytes)| appender.enqueue(&self.keys, room, &game_pk, seq, bytes, token));
                 Box::pin(async move { outcome(queued?.outcome().await?, game_pk, seq) })
             }
             // Asked outside a runtime: queued when first polled, which is inside one.
-            Some(_) => {
+            Appends::Grouped(_) => {
                 let this = self.clone();
                 Box::pin(async move { this.append_fenced(game_pk, entry, token).await })
             }
-            None => {
+            Appends::OneByOne => {
                 let this = self.clone();
                 Box::pin(async move {
                     let room = room(&game_pk)?;
@@ -519,27 +526,29 @@ impl RedisStore {
     /// Batches of appends sent and the entries in them (`None` on a Redis Cluster, which
     /// sends each append on its own).
     pub fn append_batches(&self) -> Option<(u64, u64)> {
-        self.appender
-            .as_ref()
-            .map(|a| (a.stats.batches.load(Ordering::Relaxed), a.stats.entries.load(Ordering::Relaxed)))
+        self.appends.batches()
     }
 
     /// Entries appended on the fast path (a bare `XADD`, `redis/append.rs`) since start.
     pub fn fast_appends(&self) -> Option<u64> {
-        self.appender.as_ref().map(|a| a.stats.fast.load(Ordering::Relaxed))
+        self.appends.fast()
     }
 
     /// Every node of the cluster writes the epoch layout of logs (`Keys::log_layout`):
     /// appends may take the fast path from now on. A Redis Cluster keeps its checked
     /// append per entry (nothing changes there).
     pub fn open_fast_path(&self) {
-        if let Some(appender) = &self.appender {
-            appender.open_fast_path();
-        }
+        self.appends.open_fast_path();
     }
 
     pub fn fast_path_open(&self) -> bool {
-        self.appender.as_ref().is_some_and(|a| a.fast_path_open())
+        self.appends.fast_path_open()
+    }
+
+    /// Whether the appends have a fast path still to open (one Redis, until every node
+    /// writes the epoch layout of logs; never on a Redis Cluster, which has none).
+    pub fn awaits_fast_path(&self) -> bool {
+        self.appends.awaits_fast_path()
     }
 
     /// Fences `game_pk`'s log for the holder of `token`, a node that has just taken the

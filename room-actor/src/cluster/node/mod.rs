@@ -197,13 +197,7 @@ impl ClusterNode {
         let conn = store.connection();
         let publisher = Publisher::new(store.thread_conns(), &config.prefix);
         let probes = publisher.clone();
-        // On a Redis Cluster the bus channel's shard can fail over while the membership's
-        // is fine: a live node must have had the time to beat before it is found dead.
-        let detector = if config.redis.is_cluster() {
-            Detector::with_min_silence(Duration::from_millis(config.heartbeat_ms * 3 / 2))
-        } else {
-            Detector::new()
-        };
+        let detector = Detector::with_min_silence(store.topology().bus_silence(config.heartbeat_ms));
         let peers = PeerBook::default();
         let mut outboxes = Outboxes::new(publisher, config.batch_window);
         if let Some(peer) = &config.peer {
@@ -494,9 +488,9 @@ impl ClusterNode {
 
     /// Opens the store's fast path for appends once the whole cluster writes the epoch
     /// layout of logs (`Membership::epoch_layout`): checked after every heartbeat until
-    /// then. A Redis Cluster keeps its checked append per entry.
+    /// then. A Redis Cluster keeps its checked append per entry: no fast path to open.
     async fn check_log_layout(&self) {
-        if self.store.fast_path_open() || self.store.connection().is_cluster() {
+        if !self.store.awaits_fast_path() {
             return;
         }
         match self.members.epoch_layout(self.now_ms()).await {
