@@ -101,7 +101,7 @@ impl RedisConn {
     }
 
     /// The values of many string keys, in order (`None` where a key is missing), in one
-    /// round trip: on one Redis an `MGET` per [`KEYS_PER_MGET`] keys, all in one
+    /// round trip: on one Redis an `MGET` per thousand keys, all in one
     /// pipeline; on a cluster a `GET` each (every key may be in a slot of its own), all at
     /// once (see [`RedisConn::each`]).
     pub async fn get_all(&self, keys: &[String]) -> RedisResult<Vec<Option<String>>> {
