@@ -23,8 +23,9 @@
 //!   embedded node's durable store (SQLite in a data directory, group commit);
 //!   [`store::redis`], the Redis store (Lua append with fencing).
 //! - [`redis`]: the node's Redis: where it is and its connections (one Redis or a Redis
-//!   Cluster), key layout, Lua scripts, and the group commit of log appends (many rooms'
-//!   appends per round trip): the layer under [`store::redis`] and [`cluster`].
+//!   Cluster, and what differs between them, decided once: [`redis::topology`]), key
+//!   layout, Lua scripts, and the group commit of log appends (many rooms' appends per
+//!   round trip): the layer under [`store::redis`] and [`cluster`].
 //! - [`pace`]: when a batch (appends, bus frames) is worth waiting for.
 //! - [`rebuild`]: a room's state from its log (recovery, replays, tests).
 //! - [`resume`]: start-up of an embedded node on a durable store: every open room again.

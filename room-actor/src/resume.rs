@@ -9,6 +9,7 @@ use crate::error::{RebuildError, StoreError};
 use crate::info::RoomInfo;
 use crate::log::StoredGame;
 use crate::room::{RoomActor, RoomDeps};
+use crate::store::Fence;
 use engine::registry::{self, GameVisitor};
 use engine::Game;
 use tracing::{error, info};
@@ -33,7 +34,7 @@ struct Restore {
 impl GameVisitor for Restore {
     type Output = Result<RoomHandle, RebuildError>;
     fn visit<G: Game>(self) -> Self::Output {
-        Ok(RoomActor::<G>::restore(self.info, self.stored, self.deps, None)?.spawn())
+        Ok(RoomActor::<G>::restore(self.info, self.stored, self.deps, Fence::Sole)?.spawn())
     }
 }
 

@@ -8,6 +8,7 @@ use engine::games::tally::Tally;
 use room_actor::messages::{GetInfo, Start};
 use room_actor::rebuild::{rebuild, From};
 use room_actor::room::Clock;
+use room_actor::store::Fence;
 use room_actor::{RoomStatus, RoomStore};
 use serde_json::json;
 use support::*;
@@ -176,7 +177,7 @@ async fn a_player_the_host_removed_cannot_sit_again_even_after_a_restore() {
     // The room comes back on another node from its saved info: bob is still refused.
     room.ask(GetInfo).await.unwrap();
     let info = node.store.room("rm").await.unwrap().expect("room info saved");
-    let restored = RoomActor::<Tally>::restore(info, None, node.deps.clone(), None).unwrap().spawn();
+    let restored = RoomActor::<Tally>::restore(info, None, node.deps.clone(), Fence::Sole).unwrap().spawn();
     let refused = sit(&restored, "bob").await.unwrap_err();
     assert_eq!(refused.code, "removed_from_seat", "{refused:?}");
     sit(&restored, "dave").await.unwrap();
@@ -217,7 +218,7 @@ async fn a_restored_room_continues_its_game_and_dedupes_old_retries() {
     let stored = node.store.load(&pk).await.unwrap().unwrap();
     let mut other = Node::new(Clock::System);
     other.deps.store = node.deps.store.clone();
-    let restored = RoomActor::<Tally>::restore(info, Some(stored), other.deps.clone(), None).unwrap().spawn();
+    let restored = RoomActor::<Tally>::restore(info, Some(stored), other.deps.clone(), Fence::Sole).unwrap().spawn();
     let mut bob = Client::new(2, "alice");
     bob.subscribe(&restored);
     let sync = bob.next_of("sync").await;
@@ -254,8 +255,9 @@ async fn a_restored_room_holds_deadlines_for_30_s_and_time_never_runs_backwards(
     let before = node.store.load(&pk).await.unwrap().unwrap();
     let last_at = before.entries.last().unwrap().at;
     let info = node.store.room("cp").await.unwrap().unwrap();
-    let restored =
-        RoomActor::<CockroachPoker>::restore(info, Some(before.clone()), node.deps.clone(), None).unwrap().spawn();
+    let restored = RoomActor::<CockroachPoker>::restore(info, Some(before.clone()), node.deps.clone(), Fence::Sole)
+        .unwrap()
+        .spawn();
     let restored_at = node.deps.clock.now_ms();
     let mut watcher = Client::new(2, "alice");
     watcher.subscribe(&restored);

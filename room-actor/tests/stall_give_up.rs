@@ -15,7 +15,7 @@ use room_actor::error::StoreError;
 use room_actor::info::RoomInfo;
 use room_actor::log::{GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
 use room_actor::messages::Start;
-use room_actor::store::StoreFuture;
+use room_actor::store::{Fence, StoreFuture};
 use room_actor::supervise::Supervisor;
 use room_actor::{RedisStore, RoomHandle, RoomStore};
 use serde_json::{json, Value};
@@ -47,11 +47,15 @@ impl RoomStore for StuckToken {
     fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()> {
         self.inner.append(game_pk, entry)
     }
-    fn append_leased(&self, game_pk: &str, entry: LogEntry, token: &str) -> StoreFuture<()> {
-        if self.stuck_on(token) {
-            return Box::pin(async { Err(StoreError::Unknown("injected: this lease's appends never resolve".into())) });
+    fn append_as(&self, game_pk: &str, entry: LogEntry, fence: &Fence) -> StoreFuture<()> {
+        if let Fence::Lease(token) = fence {
+            if self.stuck_on(token) {
+                return Box::pin(async {
+                    Err(StoreError::Unknown("injected: this lease's appends never resolve".into()))
+                });
+            }
         }
-        self.inner.append_leased(game_pk, entry, token)
+        self.inner.append_as(game_pk, entry, fence)
     }
     fn entry(&self, game_pk: &str, seq: u64) -> StoreFuture<Option<LogEntry>> {
         self.inner.entry(game_pk, seq)

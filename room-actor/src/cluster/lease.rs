@@ -33,9 +33,6 @@ pub struct Leases {
     release: Script,
 }
 
-/// Lease keys one `MGET` reads (one Redis).
-const HOLDERS_PER_MGET: usize = 1000;
-
 impl Leases {
     pub fn new(conn: RedisConn, keys: Keys, node: &str, ttl_ms: u64) -> Leases {
         Leases {
@@ -81,26 +78,10 @@ impl Leases {
     }
 
     /// The current holders of many rooms' leases, in one round trip (per shard on a
-    /// cluster).
+    /// cluster, where every room's lease is in a slot of its own: [`RedisConn::get_all`]).
     pub async fn holders(&self, rooms: &[String]) -> Result<Vec<Option<String>>, StoreError> {
-        if self.conn.is_cluster() {
-            // Every room's lease in a slot of its own: a `GET` each, pipelined per shard.
-            let gets: Vec<redis::Cmd> = rooms.iter().map(|room| redis::Cmd::get(self.keys.lease(room))).collect();
-            return self.conn.each(&gets).await.map_err(unavailable);
-        }
-        // One Redis: an `MGET` per thousand rooms, all in one pipeline.
-        let mgets: Vec<redis::Cmd> = rooms
-            .chunks(HOLDERS_PER_MGET)
-            .map(|chunk| {
-                let mut mget = redis::cmd("MGET");
-                for room in chunk {
-                    mget.arg(self.keys.lease(room));
-                }
-                mget
-            })
-            .collect();
-        let chunks: Vec<Vec<Option<String>>> = self.conn.each(&mgets).await.map_err(unavailable)?;
-        Ok(chunks.into_iter().flatten().collect())
+        let keys: Vec<String> = rooms.iter().map(|room| self.keys.lease(room)).collect();
+        self.conn.get_all(&keys).await.map_err(unavailable)
     }
 
     /// The held rooms (`(room, token)`) whose lease is no longer this token: taken over

@@ -50,6 +50,9 @@ impl RedisTarget {
     }
 }
 
+/// Keys one `MGET` reads ([`RedisConn::get_all`] on one Redis).
+const KEYS_PER_MGET: usize = 1000;
+
 /// A connection to the node's Redis, shared (cheap to clone; clones multiplex).
 #[derive(Clone)]
 pub enum RedisConn {
@@ -58,7 +61,9 @@ pub enum RedisConn {
 }
 
 impl RedisConn {
-    pub fn is_cluster(&self) -> bool {
+    /// Private: what differs on a cluster beyond the connection is the store's
+    /// [`Topology`](crate::redis::topology::Topology), decided once.
+    fn is_cluster(&self) -> bool {
         matches!(self, RedisConn::Cluster(_))
     }
 
@@ -92,6 +97,42 @@ impl RedisConn {
                 }))
                 .await
             }
+        }
+    }
+
+    /// The values of many string keys, in order (`None` where a key is missing), in one
+    /// round trip: on one Redis an `MGET` per thousand keys, all in one
+    /// pipeline; on a cluster a `GET` each (every key may be in a slot of its own), all at
+    /// once (see [`RedisConn::each`]).
+    pub async fn get_all(&self, keys: &[String]) -> RedisResult<Vec<Option<String>>> {
+        match self {
+            RedisConn::Single(_) => {
+                let mgets: Vec<Cmd> = keys
+                    .chunks(KEYS_PER_MGET)
+                    .map(|chunk| {
+                        let mut mget = redis::cmd("MGET");
+                        for key in chunk {
+                            mget.arg(key);
+                        }
+                        mget
+                    })
+                    .collect();
+                let chunks: Vec<Vec<Option<String>>> = self.each(&mgets).await?;
+                Ok(chunks.into_iter().flatten().collect())
+            }
+            RedisConn::Cluster(_) => {
+                let gets: Vec<Cmd> = keys.iter().map(Cmd::get).collect();
+                self.each(&gets).await
+            }
+        }
+    }
+
+    /// How many times the connection replaced itself ([`ClusterConn::replacements`]);
+    /// one Redis's never does.
+    pub fn replacements(&self) -> u64 {
+        match self {
+            RedisConn::Single(_) => 0,
+            RedisConn::Cluster(conn) => conn.replacements(),
         }
     }
 

@@ -76,10 +76,6 @@ impl RedisTarget {
         }
     }
 
-    pub fn is_cluster(&self) -> bool {
-        matches!(self, RedisTarget::Cluster(_))
-    }
-
     /// Whether any of its URLs is `rediss://`.
     pub fn uses_tls(&self) -> bool {
         match self {

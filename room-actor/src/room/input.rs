@@ -8,7 +8,7 @@ use super::{named, Origin, Phase, RoomActor, Running, INTERNAL_REASON};
 use crate::error::StoreError;
 use crate::log::{GameRecord, LogEntry, Snapshot};
 use crate::messages::*;
-use crate::store::StoreFuture;
+use crate::store::{Fence, StoreFuture};
 use crate::wire;
 use actix::prelude::*;
 use engine::{Actor as GameActor, Applied, Ctx, Game, GameResult, Input, InputOf, PlayerId, Reject, Rng};
@@ -31,8 +31,9 @@ pub(super) struct Pipeline<G: Game> {
     /// [`RESOLVE_MAX`]), and when the stall began.
     pub(super) resolve_backoff: Duration,
     pub(super) stalled_since: Option<Instant>,
-    /// This node's lease token for the room (cluster mode); appends are fenced by it.
-    pub(super) lease: Option<String>,
+    /// Who the room's appends are written as (its lease in cluster mode), handed to the
+    /// store with each.
+    pub(super) fence: Fence,
     /// The RTT table as the log last recorded it (entries carry it when it changed);
     /// set through [`Pipeline::logged`].
     logged_rtt: BTreeMap<PlayerId, u32>,
@@ -51,7 +52,9 @@ impl<G: Game> Default for Pipeline<G> {
             stall: None,
             resolve_backoff: RESOLVE_FIRST,
             stalled_since: None,
-            lease: None,
+            // A room made here, not restored, is its log's only writer: a cluster node
+            // only ever restores rooms, under the lease it claimed.
+            fence: Fence::Sole,
             logged_rtt: BTreeMap::new(),
             rtt_same_at: None,
             unrecorded: None,
@@ -105,12 +108,9 @@ impl<G: Game> RoomActor<G> {
         }
     }
 
-    /// Appends `entry` to the game's log, fenced by the lease in cluster mode.
+    /// Appends `entry` to the game's log as the room's writer (its [`Fence`]).
     pub(super) fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()> {
-        match &self.pipeline.lease {
-            Some(token) => self.deps.store.append_leased(game_pk, entry, token),
-            None => self.deps.store.append(game_pk, entry),
-        }
+        self.deps.store.append_as(game_pk, entry, &self.pipeline.fence)
     }
 
     /// Validates and applies `input`, then persists it; `false` if it was refused.

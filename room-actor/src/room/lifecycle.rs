@@ -54,7 +54,7 @@ impl<G: Game> RoomActor<G> {
         info: RoomInfo,
         stored: Option<StoredGame>,
         deps: RoomDeps,
-        lease: Option<String>,
+        fence: crate::store::Fence,
     ) -> Result<RoomActor<G>, RebuildError> {
         let options = <G::Options as serde::Deserialize>::deserialize(&*info.options)
             .map_err(|e| RebuildError::Entry { seq: 0, message: format!("room options: {e}") })?;
@@ -76,7 +76,7 @@ impl<G: Game> RoomActor<G> {
         );
         actor.lobby.seats = seats;
         actor.config.created_at = info.created_at;
-        actor.pipeline.lease = lease;
+        actor.pipeline.fence = fence;
         actor.admin.kicked = info.kicked.clone();
         actor.lobby.removed = info.removed.clone();
         actor.admin.closed = info.status == RoomStatus::Ended && stored.is_none();

@@ -58,17 +58,17 @@ impl<G: Game> RoomActor<G> {
         self.resolve_later(ctx);
     }
 
-    /// Another attempt later, unless the room (cluster mode) has been stalled for
+    /// Another attempt later, unless the room (one under a lease, [`Fence::Lease`](crate::store::Fence)) has been stalled for
     /// [`RoomDeps::stall_give_up`](super::RoomDeps): then it gives itself up, the way a
     /// lost lease does, and the node's reconciler restores it from its log with a new
     /// lease, actor and connections. Whatever kept this actor's attempts failing (an
     /// outcome it cannot learn, a connection that reaches the wrong server) is not
     /// carried over, and nothing is lost: what the log holds is the game, and a client
-    /// whose input is pending resends it (deduplicated by `cs` if it was stored). In
-    /// embedded mode nothing would restore the room, so it keeps trying.
+    /// whose input is pending resends it (deduplicated by `cs` if it was stored). A sole
+    /// writer's room (the embedded node) keeps trying: nothing would restore it.
     fn retry_or_give_up(&mut self, ctx: &mut Context<Self>, e: &StoreError) {
         let stalled_for = self.pipeline.stalled_since.map_or(Duration::ZERO, |t| t.elapsed());
-        if self.pipeline.lease.is_none() || stalled_for < self.deps.stall_give_up {
+        if !self.pipeline.fence.restored_if_given_up() || stalled_for < self.deps.stall_give_up {
             return self.resolve_later(ctx);
         }
         error!(room = %self.id, stalled_s = stalled_for.as_secs(), last_error = %e,

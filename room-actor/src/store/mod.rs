@@ -17,15 +17,45 @@ use std::sync::{Arc, Mutex};
 
 pub type StoreFuture<T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'static>>;
 
+/// Who writes a room's log, decided where the room is made and handed to the store with
+/// every append ([`RoomStore::append_as`]): the room never asks which it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fence {
+    /// The log's only writer by construction: the embedded node (one process), a room
+    /// made on this node, tests.
+    Sole,
+    /// The holder of the room's ownership lease with this token (`node/epoch`, cluster
+    /// mode): its appends are refused (`Fenced`) once another node took the lease.
+    Lease(String),
+}
+
+impl Fence {
+    /// The token the Redis append scripts check (`''`: none, for a sole writer).
+    pub fn token(&self) -> &str {
+        match self {
+            Fence::Sole => "",
+            Fence::Lease(token) => token,
+        }
+    }
+
+    /// Whether a room that gives itself up (a stall past its bound) is restored afresh:
+    /// a lease's room by the node's reconciler, under a new lease; nothing would restore
+    /// a sole writer's room, which keeps trying instead.
+    pub fn restored_if_given_up(&self) -> bool {
+        matches!(self, Fence::Lease(_))
+    }
+}
+
 /// Where rooms keep their logs and finished games.
 pub trait RoomStore: Send + Sync + 'static {
     /// Records a game's start entry. Fails if the game already exists.
     fn begin(&self, start: StartEntry) -> StoreFuture<()>;
     /// Appends one entry; `entry.seq` must be exactly one more than the last.
     fn append(&self, game_pk: &str, entry: LogEntry) -> StoreFuture<()>;
-    /// Appends as the holder of the room's lease `token`: `Fenced` if the lease is no
-    /// longer ours. Stores without leases (one process) ignore the token.
-    fn append_leased(&self, game_pk: &str, entry: LogEntry, _token: &str) -> StoreFuture<()> {
+    /// Appends as `fence`'s writer (the room's, given when it was restored): a lease's
+    /// holder gets `Fenced` once the lease is no longer its own. Stores without leases
+    /// (one process, where a room is its log's only writer) ignore it.
+    fn append_as(&self, game_pk: &str, entry: LogEntry, _fence: &Fence) -> StoreFuture<()> {
         self.append(game_pk, entry)
     }
     /// The entry at `seq` of a game's log, if there is one: how a room resolves an append

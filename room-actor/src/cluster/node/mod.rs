@@ -1,21 +1,32 @@
 //! A node in cluster mode: membership heartbeats, lease renewal, failover scans, lazy
 //! activation of rooms it should own, and the bus loop that connects gateways on other
 //! nodes to the rooms here (and rooms here to sessions there). The bus side (requests to
-//! other nodes, and serving theirs) is in [`serve`]; the bus receiver and its end-to-end
-//! check in [`receive`]; the periodic loops in [`loops`], all supervised
-//! ([`ClusterNode::run`]).
+//! other nodes, and serving theirs) is in [`serve`]. Here: the node, activation and drain.
+//!
+//! The loops [`ClusterNode::run`] starts and supervises each have a module of their own:
+//! the bus receiver and its end-to-end check in [`receive`], the route board's refresh in
+//! [`route_board`], the heartbeat in [`heartbeat`], the lease check in [`lease_check`], the
+//! reconciler in [`reconcile`], failure detection in [`failure_detection`]. Each keeps
+//! its state in the node or in a timer, so a fresh start (a loop that ends is started
+//! again, `supervise.rs`) picks up where the last one stopped; what a fresh start must do
+//! at once is said where it matters.
 
 mod backlog;
-mod loops;
+mod failure_detection;
+mod heartbeat;
+mod lease_check;
 mod receive;
 mod reconcile;
+mod route_board;
 mod serve;
 
+pub use heartbeat::MEMBERSHIP_SWEEP_EVERY;
+pub use lease_check::LEASE_CHECK_EVERY;
 pub use receive::{BusCheck, PROBE_EVERY, PROBE_EVERY_UNVERIFIED, UNVERIFIED_AFTER};
 pub use reconcile::{Reconciled, Unready};
 
 use crate::cluster::bus::{Publisher, Reply};
-use crate::cluster::failover::{self, Detector, FailoverMetrics};
+use crate::cluster::failover::{Detector, FailoverMetrics};
 use crate::cluster::lease::Leases;
 use crate::cluster::link::{LinkKey, Links, PeerBook};
 use crate::cluster::membership::Membership;
@@ -29,7 +40,7 @@ use crate::log::StoredGame;
 use crate::room::{RoomActor, RoomDeps};
 use crate::sessions::Sessions;
 use crate::store::redis::RedisStore;
-use crate::store::RoomStore;
+use crate::store::{Fence, RoomStore};
 use crate::supervise::{Policy, Supervisor};
 use crate::threads::RoomThreads;
 use engine::registry::{self, GameVisitor};
@@ -48,14 +59,6 @@ const HANDOVER_CONCURRENCY: usize = 64;
 /// latest snapshot); more wait for a slot, so a node taking over a thousand rooms keeps
 /// serving the ones it already has.
 pub const ACTIVATION_CONCURRENCY: usize = 128;
-/// How often a node checks that its leases are still its own (one `MGET` per thousand
-/// rooms): a node taken over while it was paused or cut off stops those rooms within
-/// this, so their watchers follow them instead of watching a frozen copy.
-pub const LEASE_CHECK_EVERY: Duration = Duration::from_secs(1);
-
-/// How often a node drops the membership's side entries (draining flags, log layouts,
-/// peer addresses, reported stats) of node ids gone from the node set (`Membership::sweep`).
-pub const MEMBERSHIP_SWEEP_EVERY: Duration = Duration::from_secs(60);
 
 /// How a node gets a room's lease before restoring it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -180,7 +183,7 @@ type Starter = Box<dyn FnOnce() -> RoomHandle + Send>;
 impl GameVisitor for Restore {
     type Output = Result<Starter, RebuildError>;
     fn visit<G: Game>(self) -> Self::Output {
-        let room = RoomActor::<G>::restore(self.info, self.stored, self.deps, Some(self.token))?;
+        let room = RoomActor::<G>::restore(self.info, self.stored, self.deps, Fence::Lease(self.token))?;
         Ok(Box::new(move || room.spawn()))
     }
 }
@@ -197,13 +200,7 @@ impl ClusterNode {
         let conn = store.connection();
         let publisher = Publisher::new(store.thread_conns(), &config.prefix);
         let probes = publisher.clone();
-        // On a Redis Cluster the bus channel's shard can fail over while the membership's
-        // is fine: a live node must have had the time to beat before it is found dead.
-        let detector = if config.redis.is_cluster() {
-            Detector::with_min_silence(Duration::from_millis(config.heartbeat_ms * 3 / 2))
-        } else {
-            Detector::new()
-        };
+        let detector = Detector::with_min_silence(store.topology().bus_silence(config.heartbeat_ms));
         let peers = PeerBook::default();
         let mut outboxes = Outboxes::new(publisher, config.batch_window);
         if let Some(peer) = &config.peer {
@@ -255,12 +252,6 @@ impl ClusterNode {
         if let Ok(mut slot) = self.peer_listener.lock() {
             *slot = Some(listener);
         }
-    }
-
-    /// One membership heartbeat, with this node's draining flag and peer link address.
-    async fn beat(&self, draining: bool) -> Result<(), StoreError> {
-        let peer = self.config.peer.as_ref().map(|p| p.advertise.as_str());
-        self.members.heartbeat_with(self.id(), draining, peer, self.now_ms()).await
     }
 
     pub fn id(&self) -> &str {
@@ -492,23 +483,6 @@ impl ClusterNode {
         }
     }
 
-    /// Opens the store's fast path for appends once the whole cluster writes the epoch
-    /// layout of logs (`Membership::epoch_layout`): checked after every heartbeat until
-    /// then. A Redis Cluster keeps its checked append per entry.
-    async fn check_log_layout(&self) {
-        if self.store.fast_path_open() || self.store.connection().is_cluster() {
-            return;
-        }
-        match self.members.epoch_layout(self.now_ms()).await {
-            Ok(true) => {
-                self.store.open_fast_path();
-                info!(node = self.id(), "every node writes the epoch layout of logs: appends take the fast path");
-            }
-            Ok(false) => {}
-            Err(e) => warn!(error = %e, "the cluster's log layout not read; checking again after the next heartbeat"),
-        }
-    }
-
     /// Starts the node's core tasks, each supervised by `supervisor` (`supervise.rs`): the
     /// bus receiver, the route board, heartbeats, lease checks, failover scans and failure
     /// detection. The bus receiver (the subscription, the peer-link listener, and the
@@ -547,42 +521,6 @@ impl ClusterNode {
         supervisor.spawn("reconciler", Policy::Restart, move || node.clone().reconcile_on());
         let node = self.clone();
         supervisor.spawn("failure_detection", Policy::Restart, move || node.clone().detect_failures());
-    }
-
-    /// One detection poll: the live nodes and their bus subscribers in two round trips;
-    /// dead ones are removed from the membership and their rooms are taken at once.
-    async fn detect(self: &Arc<Self>) -> Result<(), StoreError> {
-        let live = self.members.live_scored(self.now_ms()).await?;
-        if self.config.peer.is_some() {
-            let addrs: HashMap<String, String> = live
-                .iter()
-                .filter(|(m, _)| m.id != self.id())
-                .filter_map(|(m, _)| Some((m.id.clone(), m.peer.clone()?)))
-                .collect();
-            self.deps.metrics.bus_peer_addresses.set(addrs.len() as i64);
-            self.peers.set(addrs);
-        }
-        let others: Vec<String> = live.iter().filter(|(m, _)| m.id != self.id()).map(|(m, _)| m.id.clone()).collect();
-        // The per-user socket cap counts the sockets on these nodes only.
-        self.sockets.set_live(others.iter().cloned());
-        let counts = failover::subscribers(&self.store.connection(), &self.config.prefix, &others).await?;
-        let verdict = match self.detector.lock() {
-            Ok(mut detector) => detector.observe(self.id(), &live, &counts, Instant::now()),
-            Err(_) => return Err(StoreError::Unavailable("failure detector poisoned".into())),
-        };
-        let mut rescan = !verdict.departed.is_empty();
-        for (dead, score) in verdict.dead {
-            if self.members.forget(&dead, score).await? {
-                self.failover.dead_nodes.inc();
-                warn!(node = %dead, "node found dead (its bus subscription is gone); taking over its rooms");
-            }
-            rescan = true;
-        }
-        if rescan {
-            self.rescan.notify_one();
-            self.reroute.notify_one();
-        }
-        Ok(())
     }
 
     /// Drain: stop taking rooms, then hand each room over after its last append and

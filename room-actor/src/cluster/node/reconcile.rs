@@ -8,7 +8,7 @@
 //!   a room whose lease carries this node's id but that this process does not run (its
 //!   previous incarnation's, or a claim whose restore failed half way). One that cannot be
 //!   is tried again next pass, and said once per room per [`COMPLAIN_EVERY`].
-//! - **Every room this node holds is still its own**: the lease check (`loops.rs`), every
+//! - **Every room this node holds is still its own**: the lease check (`lease_check.rs`), every
 //!   second, stops a room whose lease is not, and gives back the lease of a room this
 //!   node holds but no longer runs.
 //! - **Every session's route reaches the room's current holder**: the route board reads

@@ -1,74 +1,20 @@
-//! The node's periodic work: each a loop that runs as long as the node, started and
-//! supervised by [`ClusterNode::run`] (a loop that ends is started again, `supervise.rs`).
-//! Each keeps its state in the node or in a timer, so a fresh start picks up where the
-//! last one stopped; what a fresh start must do at once is said where it matters.
+//! The lease check, one of the node's loops ([`ClusterNode::run`] starts and supervises
+//! it): every [`LEASE_CHECK_EVERY`] (or a third of the lease, if shorter) the rooms held
+//! here are checked to be still this node's and their leases renewed now and then; a
+//! room whose lease was lost stops, and the lease of one that closed is given back.
 
-use super::{ClusterNode, LEASE_CHECK_EVERY, MEMBERSHIP_SWEEP_EVERY};
-use crate::cluster::failover;
-use crate::cluster::routes;
-use crate::messages::Notice;
+use super::ClusterNode;
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tracing::{info, warn};
+use tracing::warn;
+
+/// How often a node checks that its leases are still its own (one `MGET` per thousand
+/// rooms): a node taken over while it was paused or cut off stops those rooms within
+/// this, so their watchers follow them instead of watching a frozen copy.
+pub const LEASE_CHECK_EVERY: Duration = Duration::from_secs(1);
 
 impl ClusterNode {
-    /// Keeps the route board (`routes.rs`) fresh: where the rooms this node's sessions
-    /// watch elsewhere are; their sessions follow a room that moved.
-    pub(super) async fn refresh_routes(self: Arc<Self>) {
-        // After a node died or left, its rooms get new holders within a few detection
-        // polls: the board reads more often for a while, so their watchers follow soon.
-        let mut soon_until: Option<Instant> = None;
-        loop {
-            let every = match soon_until {
-                Some(until) if Instant::now() < until => routes::REFRESH_SOON,
-                _ => routes::REFRESH_EVERY,
-            };
-            if tokio::time::timeout(every, self.reroute.notified()).await.is_ok() {
-                soon_until = Some(Instant::now() + routes::SOON_FOR);
-            }
-            let rooms = self.routes.due(Instant::now());
-            if rooms.is_empty() {
-                continue;
-            }
-            match self.leases.holders(&rooms).await {
-                Ok(tokens) => {
-                    let moved = self.routes.update(&rooms, tokens);
-                    if !moved.is_empty() {
-                        // The sessions watching them follow them now.
-                        self.sessions.tell_all(Notice::Moved(moved.into()));
-                    }
-                }
-                Err(e) => warn!(error = %e, "watched rooms' holders not read; retrying"),
-            }
-        }
-    }
-
-    /// The membership heartbeat (with the draining flag), the log layout check after it,
-    /// and now and then the sweep of long-gone nodes' entries.
-    pub(super) async fn beat_on(self: Arc<Self>) {
-        let every = Duration::from_millis(self.config.heartbeat_ms.max(50));
-        let mut swept = Instant::now();
-        loop {
-            let draining = self.draining.load(Ordering::Relaxed);
-            if let Err(e) = self.beat(draining).await {
-                warn!(error = %e, "heartbeat failed");
-            } else {
-                self.check_log_layout().await;
-            }
-            if swept.elapsed() >= MEMBERSHIP_SWEEP_EVERY {
-                swept = Instant::now();
-                match self.members.sweep().await {
-                    Ok(0) => {}
-                    Ok(dropped) => info!(dropped, "membership entries of long-gone nodes dropped"),
-                    Err(e) => warn!(error = %e, "membership sweep failed"),
-                }
-            }
-            tokio::time::sleep(every).await;
-        }
-    }
-
     /// Checks that the leases of the rooms held here are still this node's, renews them,
     /// and stops a room whose lease was lost or gives back the lease of one that closed.
     pub(super) async fn check_leases(self: Arc<Self>) {
@@ -133,18 +79,6 @@ impl ClusterNode {
                     }
                 }
                 Err(e) => warn!(error = %e, renew, "lease check failed"),
-            }
-        }
-    }
-
-    /// Failure detection polls ([`ClusterNode::detect`]).
-    pub(super) async fn detect_failures(self: Arc<Self>) {
-        let mut ticks = tokio::time::interval(failover::DETECT_EVERY);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticks.tick().await;
-            if let Err(e) = self.detect().await {
-                warn!(error = %e, "failure detection poll failed");
             }
         }
     }

@@ -1,0 +1,159 @@
+//! One Redis or a Redis Cluster: what roomd does differently on each beyond the
+//! connection itself, decided once ([`Topology::of`] the operator's target, when the Redis
+//! store connects) and asked of that value by the store and the cluster node, which never
+//! check which it is. What only a connection needs to know (where a command goes,
+//! `PUBLISH` or `SPUBLISH`, an `MGET` or a `GET` per key) is [`RedisConn`]'s own
+//! business (`redis/conn.rs`).
+//!
+//! [`RedisConn`]: crate::redis::conn::RedisConn
+
+use crate::redis::append::{Appender, Replicated};
+use crate::redis::conn::ThreadConns;
+use crate::redis::keys::Keys;
+use crate::redis::target::RedisTarget;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Which kind of Redis the node's is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// One Redis (`ROOMD__REDIS__URL`): every key on one server.
+    Single,
+    /// A Redis Cluster (`ROOMD__REDIS__CLUSTER_URLS`): keys spread over slots, the master
+    /// of each slot failing over on its own.
+    Cluster,
+}
+
+impl Topology {
+    pub fn of(target: &RedisTarget) -> Topology {
+        match target {
+            RedisTarget::Single(_) => Topology::Single,
+            RedisTarget::Cluster(_) => Topology::Cluster,
+        }
+    }
+
+    /// The key layout under `prefix`: on a cluster the membership keys share a hash tag
+    /// ([`Keys::clustered`]); one Redis keeps the older names ([`Keys::new`]), so a
+    /// rolling upgrade of a single-Redis cluster changes nothing.
+    pub fn keys(self, prefix: &str) -> Keys {
+        match self {
+            Topology::Single => Keys::new(prefix),
+            Topology::Cluster => Keys::clustered(prefix),
+        }
+    }
+
+    /// How the store's log appends reach Redis ([`Appends`]).
+    pub(crate) fn appends(self, thread_conns: &Arc<ThreadConns>, keys: &Keys) -> Appends {
+        match self {
+            Topology::Single => Appends::Grouped(Arc::new(Appender::shared(thread_conns.clone(), keys))),
+            Topology::Cluster => Appends::OneByOne,
+        }
+    }
+
+    /// How long a node's bus subscription must stay missing (with no heartbeat) before
+    /// the failure detector finds it dead, on top of its missed polls
+    /// ([`Detector::with_min_silence`](crate::cluster::failover::Detector::with_min_silence)):
+    /// nothing more on one Redis, where a subscription lost means that Redis is lost too;
+    /// a heartbeat (every `heartbeat_ms`) and a half on a cluster, where the bus channel's
+    /// shard can fail over while the membership's is fine, and a live node must have had
+    /// the time to beat.
+    pub fn bus_silence(self, heartbeat_ms: u64) -> Duration {
+        match self {
+            Topology::Single => Duration::ZERO,
+            Topology::Cluster => Duration::from_millis(heartbeat_ms * 3 / 2),
+        }
+    }
+}
+
+/// How a store's log appends reach Redis, as its [`Topology`] chose.
+#[derive(Clone)]
+pub(crate) enum Appends {
+    /// One Redis: group commit per thread, each entry checked or on the fast path
+    /// (`redis/append.rs`), many rooms' entries in one round trip.
+    Grouped(Arc<Appender>),
+    /// A Redis Cluster: one `EVALSHA` of `redis/lua/append.lua` per entry, in its room's
+    /// slot (a script may touch one slot only, and a batch's rooms are spread over
+    /// slots); the older layout of logs, checked every time, so no fast path to open.
+    OneByOne,
+}
+
+impl Appends {
+    /// Batches wait `window` after their first entry for more (see `redis/append.rs`);
+    /// appends one by one are no batches.
+    pub(crate) fn windowed(&self, window: Duration) -> Appends {
+        match self {
+            Appends::Grouped(appender) => Appends::Grouped(Arc::new(appender.windowed(window))),
+            Appends::OneByOne => Appends::OneByOne,
+        }
+    }
+
+    /// Batches wait for `replicated` replicas, on a connection of their own to `target`
+    /// (`WAIT` blocks the connection it is sent on); an append one by one waits on the
+    /// store's acknowledgement connections instead.
+    pub(crate) fn replicated(&self, target: &RedisTarget, replicated: Replicated) -> Appends {
+        match self {
+            Appends::Grouped(appender) => Appends::Grouped(Arc::new(appender.replicated(target.clone(), replicated))),
+            Appends::OneByOne => Appends::OneByOne,
+        }
+    }
+
+    /// Batches sent and the entries in them (`None` one by one).
+    pub(crate) fn batches(&self) -> Option<(u64, u64)> {
+        match self {
+            Appends::Grouped(a) => {
+                Some((a.stats.batches.load(Ordering::Relaxed), a.stats.entries.load(Ordering::Relaxed)))
+            }
+            Appends::OneByOne => None,
+        }
+    }
+
+    /// Entries appended on the fast path since start (`None` one by one).
+    pub(crate) fn fast(&self) -> Option<u64> {
+        match self {
+            Appends::Grouped(a) => Some(a.stats.fast.load(Ordering::Relaxed)),
+            Appends::OneByOne => None,
+        }
+    }
+
+    /// Every node writes the epoch layout of logs: grouped appends may take the fast
+    /// path from now on.
+    pub(crate) fn open_fast_path(&self) {
+        if let Appends::Grouped(appender) = self {
+            appender.open_fast_path();
+        }
+    }
+
+    pub(crate) fn fast_path_open(&self) -> bool {
+        matches!(self, Appends::Grouped(appender) if appender.fast_path_open())
+    }
+
+    /// Whether there is a fast path still to open: grouped appends before every node
+    /// writes the epoch layout of logs; never one by one, which has none.
+    pub(crate) fn awaits_fast_path(&self) -> bool {
+        matches!(self, Appends::Grouped(appender) if !appender.fast_path_open())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_topology_is_the_targets_kind() {
+        assert_eq!(Topology::of(&RedisTarget::Single("redis://a/".into())), Topology::Single);
+        assert_eq!(Topology::of(&RedisTarget::Cluster(vec!["redis://a:7000".into()])), Topology::Cluster);
+    }
+
+    #[test]
+    fn a_cluster_waits_a_heartbeat_and_a_half_before_a_subscription_lost_is_a_death() {
+        assert_eq!(Topology::Single.bus_silence(500), Duration::ZERO);
+        assert_eq!(Topology::Cluster.bus_silence(500), Duration::from_millis(750));
+    }
+
+    #[test]
+    fn only_a_cluster_puts_the_membership_keys_under_one_hash_tag() {
+        assert_eq!(Topology::Single.keys("roomd").node_peers(), "roomd:nodes:peers");
+        assert_eq!(Topology::Cluster.keys("roomd").node_peers(), "roomd:{nodes}:peers");
+    }
+}
