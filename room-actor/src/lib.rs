@@ -9,8 +9,8 @@
 //! - [`room`]: `RoomActor<G>`, the runner (`game-engine.md` §4), timers and bots.
 //! - [`messages`]: the room verbs, each a message type (subscribe, act, seats, start,
 //!   operators' verbs) with its handler in [`room`], and what rooms send (`ToClient`).
-//! - [`protocol`]: the one room protocol: how any verb reaches a room, here or on another
-//!   node, without naming it (`Ask`, `Tell`, the generated enums).
+//! - [`protocol`]: the one room protocol's mechanism: the macros that turn `messages`'
+//!   lists of verbs into the enums that carry any verb to a room, here or on another node.
 //! - [`wire`]: server → client JSON, built once in the room (`ToClient`, one client's frame).
 //! - [`room_ref`]: one way to reach a room wherever it lives ([`Rooms`] finds it, a
 //!   [`RoomRef`] calls its verbs, here or on another node).

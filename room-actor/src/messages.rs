@@ -4,16 +4,19 @@
 //! back through the `out` recipient of its session as ready-made JSON text
 //! ([`ToClient`], from `wire.rs`).
 
+use crate::cluster::frame::RoomCmd;
 use crate::info::RoomInfo;
-pub use crate::protocol::{Ask, FromSession, Sender, Tell};
+use crate::protocol::encode;
 use crate::wire;
 pub use crate::wire::ToClient;
 use actix::prelude::*;
 pub use bytestring::ByteString;
 use engine::PlayerId;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// One WebSocket session (a connection), unique per node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,6 +68,64 @@ impl Out {
 impl From<Recipient<ToClient>> for Out {
     fn from(out: Recipient<ToClient>) -> Out {
         Out::Local(out)
+    }
+}
+
+// ---- The two kinds of verb (`protocol.rs`) --------------------------------------------
+
+/// A request verb: a message the room answers with `Self::Answer` or a refusal.
+/// Implemented by `room_requests!` for every verb it lists.
+/// (Its `actix::Message` result is `Result<Self::Answer, RoomOpError>`: the generated
+/// dispatch does not compile otherwise.)
+pub trait Ask: Serialize + DeserializeOwned + Send + 'static {
+    /// What the room answers.
+    type Answer: Serialize + DeserializeOwned + Send + 'static;
+
+    /// The verb as the one request type.
+    fn into_request(self) -> Request;
+
+    /// This verb's answer out of the one answer type (`None`: another verb's).
+    fn from_answer(answer: Answer) -> Option<Self::Answer>;
+}
+
+/// A session verb: a message the room answers on the session's `out`, if at all.
+/// Implemented by `session_verbs!` for every verb it lists.
+pub trait Tell: Serialize + DeserializeOwned + Send + 'static {
+    /// The verb as the one session-verb type.
+    fn into_verb(self) -> SessionVerb;
+}
+
+/// A session verb as the room actor receives it: the verb, and the session that sent it.
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+pub struct FromSession<V> {
+    pub session: SessionId,
+    pub user: PlayerId,
+    /// Where the room answers (the session's actor here, or its node's outbox).
+    pub out: Out,
+    /// When the gateway took the frame off the socket (latency metric).
+    pub received: Instant,
+    /// How long the verb spent on the bus from a gateway on another node (its publish to
+    /// this node's delivery); zero from a session on this node. The room credits a ring
+    /// with it as it credits half the player's RTT (see `RoomActor::credited_rtt`).
+    pub hop: Duration,
+    pub verb: V,
+}
+
+/// Who sent a session verb, without the verb: what [`FromSession`] wraps around it.
+#[derive(Clone)]
+pub struct Sender {
+    pub session: SessionId,
+    pub user: PlayerId,
+    pub out: Out,
+    pub received: Instant,
+    pub hop: Duration,
+}
+
+impl Sender {
+    pub fn with<V>(self, verb: V) -> FromSession<V> {
+        let Sender { session, user, out, received, hop } = self;
+        FromSession { session, user, out, received, hop, verb }
     }
 }
 
@@ -299,4 +360,20 @@ crate::protocol::room_requests! {
     Kick -> RoomInfo,
     Inspect -> AdminView,
     Unkick -> RoomInfo,
+}
+
+impl RoomCmd {
+    /// A session's verb for a room on another node.
+    pub fn tell(session: u64, user: &str, verb: impl Tell) -> Self {
+        Self::Tell { session, user: user.to_owned(), verb: encode(&verb.into_verb()) }
+    }
+
+    /// The session verb this command carries (`None`: a request, or bytes no verb of
+    /// this build decodes from).
+    pub fn session_verb(&self) -> Option<SessionVerb> {
+        match self {
+            Self::Tell { verb, .. } => crate::cluster::frame::decode_bounded(verb).ok(),
+            Self::Ask { .. } => None,
+        }
+    }
 }

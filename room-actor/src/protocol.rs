@@ -5,11 +5,11 @@
 //! There are two kinds of verb, and `messages.rs` lists each kind once
 //! (`room_requests!` and `session_verbs!`, defined here):
 //!
-//! - A **request** ([`Ask`]) is answered: `Result<Answer, RoomOpError>`. The HTTP API's
+//! - A **request** (`Ask`) is answered: `Result<Answer, RoomOpError>`. The HTTP API's
 //!   and the operators' verbs (seats, start, close, kick, info, inspect).
-//! - A **session verb** ([`Tell`]) comes from a WebSocket session and is answered on the
+//! - A **session verb** (`Tell`) comes from a WebSocket session and is answered on the
 //!   session's `out` (subscribe, act, chat, RTT samples). It arrives wrapped in
-//!   [`FromSession`], which says who sent it and where its answers go.
+//!   `FromSession`, which says who sent it and where its answers go.
 //!
 //! The lists generate the rest: the [`Request`](crate::messages::Request) and
 //! [`SessionVerb`](crate::messages::SessionVerb) enums, which carry any verb of their
@@ -27,67 +27,13 @@
 //! bus frame version bump; appending it last to its list keeps the others' bincode
 //! numbers.
 
-use crate::messages::{Out, SessionId};
-use engine::PlayerId;
-use serde::de::DeserializeOwned;
+//!
+//! This file holds the mechanism only (the macros, and the bytes a verb crosses as): it
+//! names no verb and no type of `messages.rs`, whose lists expand to the verb enums there.
+//! The macros name `Ask`, `Tell`, `Sender`, `FromSession` and `RoomOpError` as the caller
+//! has them in scope (`messages.rs` defines them).
+
 use serde::Serialize;
-use std::time::{Duration, Instant};
-
-/// A request verb: a message the room answers with `Self::Answer` or a refusal.
-/// Implemented by `room_requests!` for every verb it lists.
-/// (Its `actix::Message` result is `Result<Self::Answer, RoomOpError>`: the generated
-/// dispatch does not compile otherwise.)
-pub trait Ask: Serialize + DeserializeOwned + Send + 'static {
-    /// What the room answers.
-    type Answer: Serialize + DeserializeOwned + Send + 'static;
-
-    /// The verb as the one request type.
-    fn into_request(self) -> crate::messages::Request;
-
-    /// This verb's answer out of the one answer type (`None`: another verb's).
-    fn from_answer(answer: crate::messages::Answer) -> Option<Self::Answer>;
-}
-
-/// A session verb: a message the room answers on the session's `out`, if at all.
-/// Implemented by `session_verbs!` for every verb it lists.
-pub trait Tell: Serialize + DeserializeOwned + Send + 'static {
-    /// The verb as the one session-verb type.
-    fn into_verb(self) -> crate::messages::SessionVerb;
-}
-
-/// A session verb as the room actor receives it: the verb, and the session that sent it.
-#[derive(actix::Message)]
-#[rtype(result = "()")]
-pub struct FromSession<V> {
-    pub session: SessionId,
-    pub user: PlayerId,
-    /// Where the room answers (the session's actor here, or its node's outbox).
-    pub out: Out,
-    /// When the gateway took the frame off the socket (latency metric).
-    pub received: Instant,
-    /// How long the verb spent on the bus from a gateway on another node (its publish to
-    /// this node's delivery); zero from a session on this node. The room credits a ring
-    /// with it as it credits half the player's RTT (see `RoomActor::credited_rtt`).
-    pub hop: Duration,
-    pub verb: V,
-}
-
-/// Who sent a session verb, without the verb: what [`FromSession`] wraps around it.
-#[derive(Clone)]
-pub struct Sender {
-    pub session: SessionId,
-    pub user: PlayerId,
-    pub out: Out,
-    pub received: Instant,
-    pub hop: Duration,
-}
-
-impl Sender {
-    pub fn with<V>(self, verb: V) -> FromSession<V> {
-        let Sender { session, user, out, received, hop } = self;
-        FromSession { session, user, out, received, hop, verb }
-    }
-}
 
 /// Bincode, as every bus envelope (the verbs hold no JSON values).
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
@@ -96,7 +42,7 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 }
 
 /// Lists the request verbs: `Verb -> Answer`, in a fixed order (append new ones last:
-/// an enum's bincode tag is its position). Generates [`Ask`] for each, the `Request` and
+/// an enum's bincode tag is its position). Generates `Ask` for each, the `Request` and
 /// `Answer` enums, and `Request::send_to`, which hands a request to a room actor's
 /// typed handler.
 macro_rules! room_requests {
@@ -114,7 +60,7 @@ macro_rules! room_requests {
             $($verb($answer)),*
         }
 
-        $(impl $crate::protocol::Ask for $verb {
+        $(impl Ask for $verb {
             type Answer = $answer;
 
             fn into_request(self) -> Request {
@@ -131,7 +77,7 @@ macro_rules! room_requests {
         })*
 
         /// Any request, as it came (from another node): answered with any answer.
-        impl $crate::protocol::Ask for Request {
+        impl Ask for Request {
             type Answer = Answer;
 
             fn into_request(self) -> Request {
@@ -172,7 +118,7 @@ macro_rules! room_requests {
 }
 pub(crate) use room_requests;
 
-/// Lists the session verbs, in a fixed order (append new ones last). Generates [`Tell`]
+/// Lists the session verbs, in a fixed order (append new ones last). Generates `Tell`
 /// for each, the `SessionVerb` enum, and `SessionVerb::try_send_to`, which hands a verb
 /// to a room actor's typed handler at once (a full mailbox refuses it).
 macro_rules! session_verbs {
@@ -183,14 +129,14 @@ macro_rules! session_verbs {
             $($(#[$doc])* $verb($verb)),*
         }
 
-        $(impl $crate::protocol::Tell for $verb {
+        $(impl Tell for $verb {
             fn into_verb(self) -> SessionVerb {
                 SessionVerb::$verb(self)
             }
         })*
 
         /// Any session verb, as it came (from another node).
-        impl $crate::protocol::Tell for SessionVerb {
+        impl Tell for SessionVerb {
             fn into_verb(self) -> SessionVerb {
                 self
             }
@@ -206,9 +152,9 @@ macro_rules! session_verbs {
 
             /// Hands the verb to a room actor without waiting; `room_unavailable` when its
             /// mailbox is full or it stopped.
-            pub fn try_send_to<A>(self, addr: &actix::Addr<A>, from: $crate::protocol::Sender) -> Result<(), RoomOpError>
+            pub fn try_send_to<A>(self, addr: &actix::Addr<A>, from: Sender) -> Result<(), RoomOpError>
             where
-                A: actix::Actor<Context = actix::Context<A>> $(+ actix::Handler<$crate::protocol::FromSession<$verb>>)*,
+                A: actix::Actor<Context = actix::Context<A>> $(+ actix::Handler<FromSession<$verb>>)*,
             {
                 match self {
                     $(SessionVerb::$verb(verb) => addr.try_send(from.with(verb)).map_err(|_| RoomOpError::unavailable())),*
@@ -218,19 +164,3 @@ macro_rules! session_verbs {
     };
 }
 pub(crate) use session_verbs;
-
-impl crate::cluster::frame::RoomCmd {
-    /// A session's verb for a room on another node.
-    pub fn tell(session: u64, user: &str, verb: impl Tell) -> Self {
-        Self::Tell { session, user: user.to_owned(), verb: encode(&verb.into_verb()) }
-    }
-
-    /// The session verb this command carries (`None`: a request, or bytes no verb of
-    /// this build decodes from).
-    pub fn session_verb(&self) -> Option<crate::messages::SessionVerb> {
-        match self {
-            Self::Tell { verb, .. } => crate::cluster::frame::decode_bounded(verb).ok(),
-            Self::Ask { .. } => None,
-        }
-    }
-}
