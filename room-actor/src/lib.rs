@@ -53,6 +53,7 @@ pub mod replay;
 pub mod resume;
 pub mod room;
 pub mod room_ref;
+pub mod session_rooms;
 pub mod sessions;
 pub mod spawn;
 pub mod store;

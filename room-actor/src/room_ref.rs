@@ -8,7 +8,10 @@
 //!   node is gone or silent, it is between owners).
 //! - Session verbs ([`RoomRef::tell`]) are a WebSocket session's: the room answers on the
 //!   session's `out`. One that cannot reach another node is reported to the session as
-//!   [`RouteLost`].
+//!   [`RouteLost`]. A session does not hold `RoomRef`s itself: its
+//!   [`SessionRooms`](crate::session_rooms::SessionRooms) keeps one per room and heals
+//!   it (looks the room up again, follows it when it moves) with [`Rooms`]' session
+//!   lookups.
 //!
 //! This is the one place that decides local or remote (`protocol.rs`): a verb on this
 //! node is sent to the room's actor as it is; on another node it travels as bytes in a
@@ -61,7 +64,7 @@ enum At {
 
 /// Why a session's lookup found no room to talk to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Missing {
+pub(crate) enum Missing {
     /// No such room: `unknown_room`.
     Unknown,
     /// The room exists but is moving, or the store did not answer: `room_unavailable`.
@@ -69,7 +72,7 @@ pub enum Missing {
 }
 
 /// A session's lookup: answered at once (embedded mode), or after a cluster lookup.
-pub enum Lookup {
+pub(crate) enum Lookup {
     Now(Result<RoomRef, Missing>),
     Later(LocalBoxFuture<'static, Result<RoomRef, Missing>>),
 }
@@ -145,9 +148,9 @@ impl Rooms {
         }
     }
 
-    /// For WebSocket sessions: the room where it runs. A room between owners (or a
+    /// For WebSocket sessions (`session_rooms.rs`): the room where it runs. A room between owners (or a
     /// store that does not answer) is [`Missing::Moving`], never `Unknown`.
-    pub fn route(&self, room: &str) -> Lookup {
+    pub(crate) fn route(&self, room: &str) -> Lookup {
         let Some(cluster) = self.cluster.clone() else {
             return Lookup::Now(self.directory.handle(room).map(|h| self.at_here(room, h)).ok_or(Missing::Unknown));
         };
@@ -168,7 +171,11 @@ impl Rooms {
     /// where it was (or nowhere yet). `None` at once for a live room on this node, for a
     /// room on another node that the node's route board (`cluster/routes.rs`) last saw
     /// still there, and in embedded mode, where rooms never move.
-    pub fn follow(&self, room: &str, current: Option<&RoomRef>) -> Option<LocalBoxFuture<'static, Option<RoomRef>>> {
+    pub(crate) fn follow(
+        &self,
+        room: &str,
+        current: Option<&RoomRef>,
+    ) -> Option<LocalBoxFuture<'static, Option<RoomRef>>> {
         let cluster = self.cluster.clone()?;
         let was = match current.map(|r| &*r.at) {
             Some(At::Local { handle, .. }) if handle.connected() => return None,

@@ -15,19 +15,19 @@ pub use handshake::upgrade;
 use crate::protocol::{parse, ClientMsg};
 use crate::state::AppState;
 use crate::ws_frames::{is_not_utf8, Frames};
-use actix::fut;
 use actix::prelude::*;
 use actix_web::web;
 use actix_web_actors::ws;
 use engine::PlayerId;
 use governor::DefaultDirectRateLimiter;
-use room_actor::messages::{Act, Chat, Notice, Out, Rtt, SessionId, Subscribe, ToClient, Unsubscribe};
-use room_actor::room_ref::{Caller, Lookup, Missing, RouteLost};
+use room_actor::messages::{Act, Chat, Notice, Out, SessionId, Subscribe, ToClient, Unsubscribe};
+use room_actor::room_ref::{Caller, RouteLost};
+use room_actor::session_rooms::SessionRooms;
 use room_actor::sessions::Session;
-use room_actor::{wire, RoomRef};
+use room_actor::wire;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
-use timing::{tick_every, RttSent, Tick, Ticks, ROUTE_RETRY};
+use timing::{tick_every, RttSent, Tick, Ticks};
 use tracing::{debug, info_span};
 
 /// Rooms answer into the session's mailbox; a session that cannot keep up is closed
@@ -42,11 +42,9 @@ pub struct WsSession {
     id: SessionId,
     user: PlayerId,
     state: web::Data<AppState>,
-    /// Each room this socket watches or acts in (a cache: dropped when a room moves,
-    /// looked up again on the next message or route check).
-    rooms: room_actor::FastMap<String, RoomRef>,
-    /// Rooms the client subscribed to: they are subscribed again wherever they move.
-    watching: std::collections::HashSet<String>,
+    /// The rooms this socket watches or acts in, each through a route that follows its
+    /// room wherever it moves (`room_actor::session_rooms`), once started.
+    rooms: Option<SessionRooms>,
     last_seen: Instant,
     ping_sent: Option<Instant>,
     rtt_ema: Option<f64>,
@@ -54,8 +52,6 @@ pub struct WsSession {
     rtt_sent: RttSent,
     limiter: DefaultDirectRateLimiter,
     over_limit: u32,
-    /// This session as rooms see it, once started.
-    caller: Option<Caller>,
     window_start: Instant,
     /// The token's `exp` (epoch s): the socket closes then (1008 after a
     /// `token_expired` error), so an expired token keeps no socket alive.
@@ -142,12 +138,9 @@ impl WsSession {
         };
         self.rtt_ema = Some(ema);
         let rtt_ms = ema.round().clamp(0.0, f64::from(u32::MAX)) as u32;
-        if !self.rtt_sent.due(rtt_ms) {
-            return;
-        }
-        let Some(caller) = &self.caller else { return };
-        for room in self.rooms.values() {
-            let _ = room.tell(caller, Rtt { rtt_ms }, Instant::now());
+        let due = self.rtt_sent.due(rtt_ms);
+        if let Some(rooms) = &self.rooms {
+            rooms.rtt(rtt_ms, due);
         }
     }
 
@@ -236,137 +229,17 @@ impl WsSession {
                 return self.send_error(ctx, "bad_message", &reason, None, None);
             }
         };
+        let Some(rooms) = &self.rooms else { return };
         match msg {
-            ClientMsg::Sub { room } => self.with_route(room, ctx, |act, room, route, resubscribed, ctx| match route {
-                Err(Missing::Unknown) => act.send_frame(ctx, wire::unknown_room(&room)),
-                Err(Missing::Moving) => {
-                    // The room exists but is moving: watched from now on, so the route
-                    // check subscribes as soon as its new owner answers (with a sync).
-                    act.watching.insert(room.clone());
-                    act.send_frame(ctx, wire::room_unavailable(&room));
-                }
-                // Found again after a move: `with_route` has just subscribed (and the
-                // room answers with a sync), so once is enough.
-                Ok(_) if resubscribed => {}
-                Ok(route) => act.subscribe(room, route),
-            }),
-            ClientMsg::Unsub { room } => {
-                if let (Some(route), Some(caller)) =
-                    (self.watching.remove(&room).then(|| self.rooms.remove(&room)).flatten(), &self.caller)
-                {
-                    let _ = route.tell(caller, Unsubscribe, received);
-                }
-            }
-            ClientMsg::Chat { room, phrase } => {
-                self.with_route(room, ctx, move |act, room, route, _, ctx| match route {
-                    Err(Missing::Unknown) => act.send_frame(ctx, wire::unknown_room(&room)),
-                    Err(Missing::Moving) => act.send_frame(ctx, wire::room_unavailable(&room)),
-                    Ok(route) => {
-                        let Some(caller) = &act.caller else { return };
-                        if route.tell(caller, Chat { phrase }, received).is_err() {
-                            act.send_frame(ctx, wire::room_unavailable(&room));
-                        }
-                    }
-                })
-            }
+            ClientMsg::Sub { room } => rooms.tell(&room, Subscribe, received),
+            ClientMsg::Unsub { room } => rooms.tell(&room, Unsubscribe, received),
+            ClientMsg::Chat { room, phrase } => rooms.tell(&room, Chat { phrase }, received),
             ClientMsg::Act { room, cs, action } => {
                 let Some(action) = action else {
                     return ctx.text(wire::reject(&room, cs, "bad_action", "행동(`a`)이 없어요"));
                 };
-                self.with_route(room, ctx, move |act, room, route, _, ctx| match route {
-                    Err(Missing::Unknown) => {
-                        act.state.metrics.ws_errors.inc();
-                        ctx.text(wire::reject_unknown_room(&room, cs));
-                    }
-                    // Not a reject: the room exists, the client resends the same cs.
-                    Err(Missing::Moving) => act.send_frame(ctx, wire::resend(&room, Some(cs))),
-                    Ok(route) => {
-                        let Some(caller) = &act.caller else { return };
-                        if route.tell(caller, Act { cs, action }, received).is_err() {
-                            ctx.text(wire::resend(&room, Some(cs)));
-                        }
-                    }
-                });
+                rooms.tell(&room, Act { cs, action }, received);
             }
-        }
-    }
-
-    /// Runs `then` with the room's route: known, found on this node, or (cluster mode)
-    /// looked up in the cluster, holding this session's later messages meanwhile so
-    /// their order is kept.
-    /// `then` learns whether the lookup re-subscribed a watched room that had moved.
-    fn with_route<F>(&mut self, room: String, ctx: &mut ws::WebsocketContext<Self>, then: F)
-    where
-        F: FnOnce(&mut Self, String, Result<RoomRef, Missing>, bool, &mut ws::WebsocketContext<Self>) + 'static,
-    {
-        if let Some(route) = self.rooms.get(&room).cloned() {
-            return then(self, room, Ok(route), false, ctx);
-        }
-        let lookup = match self.state.rooms.route(&room) {
-            Lookup::Now(route) => return then(self, room, route, false, ctx),
-            Lookup::Later(lookup) => lookup,
-        };
-        ctx.wait(fut::wrap_future(lookup).map(move |route: Result<RoomRef, Missing>, act: &mut Self, ctx| {
-            // A watched room found again (it moved): watch it at its new place.
-            let mut resubscribed = false;
-            if let Ok(found) = &route {
-                if act.watching.contains(&room) && !act.rooms.contains_key(&room) {
-                    act.subscribe(room.clone(), found.clone());
-                    resubscribed = true;
-                }
-            }
-            then(act, room, route, resubscribed, ctx)
-        }));
-    }
-
-    fn subscribe(&mut self, room: String, route: RoomRef) {
-        if let Some(caller) = &self.caller {
-            let now = Instant::now();
-            let _ = route.tell(caller, Subscribe, now);
-            // The room learns the caller's RTT with the subscription (a ring's credit).
-            if let Some(rtt) = self.rtt_ema {
-                let _ = route.tell(caller, Rtt { rtt_ms: rtt.round() as u32 }, now);
-            }
-        }
-        self.watching.insert(room.clone());
-        self.rooms.insert(room, route);
-    }
-
-    /// Every [`ROUTE_RECHECK`] (cluster mode): rooms watched through another node (or
-    /// whose actor here stopped, or not found yet) are looked up again, so a session
-    /// follows its room to a new owner after a failover (and gets a fresh `sync`).
-    fn recheck_routes(&mut self, ctx: &mut ws::WebsocketContext<Self>) {
-        let watched: Vec<String> = self.watching.iter().cloned().collect();
-        self.follow(watched, ctx);
-    }
-
-    /// Forgets the route to `room`: the next message to it looks it up, and a watched room
-    /// is looked up again after [`ROUTE_RETRY`] in any case (once per route dropped).
-    fn drop_route(&mut self, room: &str, ctx: &mut ws::WebsocketContext<Self>) {
-        if self.rooms.remove(room).is_some() && self.watching.contains(room) {
-            let room = room.to_owned();
-            ctx.run_later(ROUTE_RETRY, move |act, ctx| act.follow([room], ctx));
-        }
-    }
-
-    /// Looks each of `rooms` this session watches up again where its route may be stale,
-    /// and subscribes where the room is now.
-    fn follow(&mut self, rooms: impl IntoIterator<Item = String>, ctx: &mut ws::WebsocketContext<Self>) {
-        let lookup = &self.state.rooms;
-        let checks: Vec<_> = rooms
-            .into_iter()
-            .filter(|room| self.watching.contains(room))
-            .filter_map(|room| {
-                let check = lookup.follow(&room, self.rooms.get(&room))?;
-                Some((room, check))
-            })
-            .collect();
-        for (room, check) in checks {
-            ctx.spawn(fut::wrap_future(check).map(move |found: Option<RoomRef>, act: &mut Self, _ctx| {
-                if let Some(route) = found {
-                    act.subscribe(room, route);
-                }
-            }));
         }
     }
 }
@@ -379,12 +252,14 @@ impl Actor for WsSession {
         if let Some(incoming) = self.incoming.take() {
             ctx.add_stream(incoming);
         }
-        self.caller = Some(Caller {
+        let caller = Caller {
             session: self.id,
             user: self.user.clone(),
             out: Out::Local(ctx.address().recipient()),
             lost: ctx.address().recipient(),
-        });
+        };
+        let errors = self.state.metrics.ws_errors.clone();
+        self.rooms = Some(SessionRooms::new(self.state.rooms.clone(), caller, errors));
         self.state
             .sessions
             .insert(self.id.0, Session { out: ctx.address().recipient(), notice: ctx.address().recipient() });
@@ -401,10 +276,8 @@ impl Actor for WsSession {
         self.state.close_socket(&self.user);
         self.state.closed_since_trim.fetch_add(1, Ordering::Relaxed);
         self.state.sessions.remove(self.id.0);
-        if let Some(caller) = &self.caller {
-            for route in std::mem::take(&mut self.rooms).into_values() {
-                let _ = route.tell(caller, Unsubscribe, Instant::now());
-            }
+        if let Some(rooms) = &self.rooms {
+            rooms.close();
         }
     }
 }
@@ -419,7 +292,9 @@ impl Handler<Tick> for WsSession {
         }
         // Rooms move only between cluster nodes.
         if ticks.routes(self.ticks) {
-            self.recheck_routes(ctx);
+            if let Some(rooms) = &self.rooms {
+                rooms.recheck();
+            }
         }
         self.arm_expiry(ctx, ticks.tick);
     }
@@ -437,7 +312,11 @@ impl Handler<Notice> for WsSession {
                 }));
                 ctx.stop();
             }
-            Notice::Moved(rooms) => self.follow(rooms.iter().cloned(), ctx),
+            Notice::Moved(moved) => {
+                if let Some(rooms) = &self.rooms {
+                    rooms.follow(moved.iter().cloned());
+                }
+            }
         }
     }
 }
@@ -447,9 +326,10 @@ impl Handler<Notice> for WsSession {
 impl Handler<RouteLost> for WsSession {
     type Result = ();
 
-    fn handle(&mut self, msg: RouteLost, ctx: &mut Self::Context) {
-        self.drop_route(&msg.room, ctx);
-        ctx.text(wire::resend(&msg.room, msg.cs));
+    fn handle(&mut self, msg: RouteLost, _ctx: &mut Self::Context) {
+        if let Some(rooms) = &self.rooms {
+            rooms.lost(&msg.room, msg.cs);
+        }
     }
 }
 
@@ -459,8 +339,8 @@ impl Handler<ToClient> for WsSession {
     fn handle(&mut self, msg: ToClient, ctx: &mut Self::Context) {
         // A room that moved (or whose node cannot take actions now) is looked up again
         // on the client's next message, or after a moment if it is watched.
-        if let Some(room) = &msg.stale_route {
-            self.drop_route(room, ctx);
+        if let (Some(room), Some(rooms)) = (&msg.stale_route, &self.rooms) {
+            rooms.stale(room);
         }
         ctx.text(msg.text);
         if msg.close {

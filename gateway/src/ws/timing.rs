@@ -16,13 +16,9 @@ pub(super) const RTT_SAME_MS: u32 = 2;
 /// How often a session checks its routes to rooms (cluster mode): a safety net. A room
 /// whose holder changes is announced to the node's sessions by the node's route board
 /// (`Notice::Moved`), and a route a room dropped is looked up again after
-/// [`ROUTE_RETRY`]; this catches anything else (an actor here that stopped unannounced).
+/// `session_rooms::ROUTE_RETRY`; this catches anything else (an actor here that stopped unannounced).
 /// It keeps the board reading the rooms asked about (`routes::KEEP` is longer).
 pub(super) const ROUTE_RECHECK: Duration = Duration::from_secs(2);
-/// How long after a room dropped its route (it moved, or cannot act now) a session that
-/// still watches it looks it up again, if no message of its client did first.
-pub(super) const ROUTE_RETRY: Duration = Duration::from_secs(1);
-
 /// A session's one periodic timer. actix polls every timer an actor runs on each of its
 /// wakes (every frame it sends or receives), so the heartbeat, the route checks and the
 /// token's expiry share one, as long as the longest whole number of seconds both

@@ -401,8 +401,19 @@ pub async fn create_room(http: &reqwest::Client, base: &str, host: &str, body: V
 pub async fn tally_room(http: &reqwest::Client, base: &str, host: &str, others: &[&str]) -> (String, String, String) {
     let room = create_room(http, base, host, json!({"game": "tally", "options": {"target": null}})).await;
     for token in others {
-        let r = http.post(format!("{base}/api/rooms/{room}/seats")).bearer_auth(token).send().await.unwrap();
-        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+        // A room just created may still be coming up on its owner: `room_unavailable`
+        // says try again, as any client would (set-up, not what the tests are about).
+        let mut tries = 0;
+        loop {
+            let r = http.post(format!("{base}/api/rooms/{room}/seats")).bearer_auth(token).send().await.unwrap();
+            if r.status() == 503 && tries < 20 {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                continue;
+            }
+            assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+            break;
+        }
     }
     let started: Value = http
         .post(format!("{base}/api/rooms/{room}/start"))
