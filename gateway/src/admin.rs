@@ -281,18 +281,25 @@ struct CloseBody {
     reason: String,
 }
 
+/// The body of a verb about one user (`kick`, `unkick`): `{"user":ID,"reason":…}`, the
+/// reason optional (told to a kicked user, written in the audit line).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct KickBody {
+struct UserBody {
     user: String,
     #[serde(default)]
     reason: String,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct UnkickBody {
-    user: String,
+impl UserBody {
+    fn parse(body: &[u8]) -> Result<UserBody, ApiError> {
+        let body: UserBody = serde_json::from_slice(body)
+            .map_err(|e| ApiError::bad_request("bad_json", format!("{{\"user\":ID}} 형식이어야 해요 ({e})")))?;
+        if body.user.is_empty() {
+            return Err(ApiError::bad_request("bad_user", "user가 비어 있어요"));
+        }
+        Ok(body)
+    }
 }
 
 /// A JSON body where an empty one means the defaults.
@@ -346,11 +353,7 @@ async fn kick(
     path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let body: KickBody = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request("bad_json", format!("{{\"user\":ID}} 형식이어야 해요 ({e})")))?;
-    if body.user.is_empty() {
-        return Err(ApiError::bad_request("bad_user", "user가 비어 있어요"));
-    }
+    let body = UserBody::parse(&body)?;
     let detail = format!("user={} reason={}", body.user, body.reason);
     let verb =
         |room: RoomRef| async move { room.ask(Kick { user: PlayerId::from(body.user), reason: body.reason }).await };
@@ -364,12 +367,8 @@ async fn unkick(
     path: web::Path<String>,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
-    let body: UnkickBody = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad_request("bad_json", format!("{{\"user\":ID}} 형식이어야 해요 ({e})")))?;
-    if body.user.is_empty() {
-        return Err(ApiError::bad_request("bad_user", "user가 비어 있어요"));
-    }
-    let detail = format!("user={}", body.user);
+    let body = UserBody::parse(&body)?;
+    let detail = format!("user={} reason={}", body.user, body.reason);
     let verb = |room: RoomRef| async move { room.ask(Unkick { user: PlayerId::from(body.user) }).await };
     room_verb(&state, "unkick", &path, &detail, verb).await
 }

@@ -343,6 +343,8 @@ async fn a_sigkilled_embedded_node_resumes_every_game_from_its_data_directory() 
         }
     }
     drop(store);
+    // The store's thread lets go of the directory's lock as it ends, not at the drop.
+    wait_unlocked(dir.path()).await;
 
     // The replays (from a third process on the same directory).
     let node = start_node(dir.path());
@@ -369,6 +371,22 @@ async fn reopen(dir: &Path) -> FileStore {
             }
             Err(e) => panic!("reopen: {e}"),
         }
+    }
+}
+
+/// Waits until nothing holds the data directory's lock: a store this test opened and
+/// dropped lets go of it on its own thread, a moment after the drop.
+async fn wait_unlocked(dir: &Path) {
+    let path = dir.join(room_actor::store::file::LOCK_FILE);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        // The probe's own lock goes with its file, at the end of this statement.
+        let free = std::fs::OpenOptions::new().write(true).open(&path).is_ok_and(|f| f.try_lock().is_ok());
+        if free {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{} is still locked", path.display());
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

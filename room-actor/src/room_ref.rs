@@ -303,11 +303,6 @@ mod tests {
     use super::*;
     use crate::info::RoomStatus;
     use crate::messages::{Act, Close, Kick, Request, SessionVerb, Start, TakeSeat};
-    use crate::metrics::RoomMetrics;
-    use crate::room::{Clock, RoomDeps};
-    use crate::spawn::{create_room, NewRoom};
-    use crate::store::MemoryStore;
-    use std::time::Duration;
 
     fn refusal() -> RoomOpError {
         RoomOpError::new(409, "room_full", "자리가 없어요")
@@ -380,32 +375,10 @@ mod tests {
     #[actix::test]
     async fn a_local_room_answers_its_verbs_and_an_unknown_one_is_404() {
         let directory = Arc::new(Directory::new());
-        let deps = RoomDeps {
-            store: Arc::new(MemoryStore::new()),
-            directory: directory.clone(),
-            metrics: RoomMetrics::unregistered().unwrap(),
-            node_id: "n1".into(),
-            public_url: None,
-            snapshot_every: 16,
-            clock: Clock::System,
-            ended_linger: Duration::from_secs(60),
-            waiting_ttl: Duration::from_secs(60),
-            stall_give_up: crate::room::STALL_GIVE_UP,
-        };
-        let rooms = Rooms::new("n1".into(), directory, None);
+        let rooms = Rooms::new("n1".into(), directory.clone(), None);
         assert_eq!(rooms.find("r1").await.err(), Some(RoomOpError::unknown_room()));
         assert!(matches!(rooms.route("r1"), Lookup::Now(Err(Missing::Unknown))));
-        let new = NewRoom {
-            room_id: "r1".into(),
-            game: "tally".into(),
-            options: None,
-            host: "h".into(),
-            host_name: "방장".into(),
-            grace_sec: 30,
-            seed: None,
-            listed: None,
-        };
-        create_room(new, deps).unwrap();
+        crate::spawn::tally_r1_for_tests(directory);
         let room = rooms.find("r1").await.unwrap();
         assert_eq!(room.id(), "r1");
         assert_eq!(room.info().await.unwrap().host, PlayerId::from("h"));

@@ -339,11 +339,7 @@ mod tests {
     use super::*;
     use crate::directory::Directory;
     use crate::messages::{Out, SessionId};
-    use crate::metrics::RoomMetrics;
-    use crate::room::{Clock, RoomDeps};
     use crate::room_ref::RouteLost;
-    use crate::spawn::{create_room, NewRoom};
-    use crate::store::MemoryStore;
     use actix::prelude::*;
     use std::sync::Arc;
     use tokio::sync::mpsc;
@@ -374,29 +370,7 @@ mod tests {
     /// An embedded node with one tally room, `r1` (host `h`), and a session of `h`'s.
     fn node() -> (SessionRooms, mpsc::UnboundedReceiver<serde_json::Value>, IntCounter) {
         let directory = Arc::new(Directory::new());
-        let deps = RoomDeps {
-            store: Arc::new(MemoryStore::new()),
-            directory: directory.clone(),
-            metrics: RoomMetrics::unregistered().unwrap(),
-            node_id: "n1".into(),
-            public_url: None,
-            snapshot_every: 16,
-            clock: Clock::System,
-            ended_linger: Duration::from_secs(60),
-            waiting_ttl: Duration::from_secs(60),
-            stall_give_up: crate::room::STALL_GIVE_UP,
-        };
-        let new = NewRoom {
-            room_id: "r1".into(),
-            game: "tally".into(),
-            options: None,
-            host: "h".into(),
-            host_name: "방장".into(),
-            grace_sec: 30,
-            seed: None,
-            listed: None,
-        };
-        create_room(new, deps).unwrap();
+        crate::spawn::tally_r1_for_tests(directory.clone());
         let (tx, rx) = mpsc::unbounded_channel();
         let frames = Frames(tx).start();
         let caller = Caller {

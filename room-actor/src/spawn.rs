@@ -122,3 +122,33 @@ pub fn prepare_room(new: NewRoom, deps: RoomDeps) -> Result<Prepared, CreateErro
 pub fn create_room(new: NewRoom, deps: RoomDeps) -> Result<RoomHandle, CreateError> {
     prepare_room(new, deps).map(Prepared::spawn)
 }
+
+/// Unit tests' room: a tally room `r1` hosted by `h`, on node `n1` with a memory store,
+/// registered in `directory`.
+#[cfg(test)]
+pub(crate) fn tally_r1_for_tests(directory: Arc<crate::directory::Directory>) -> RoomHandle {
+    use std::time::Duration;
+    let deps = RoomDeps {
+        store: Arc::new(crate::store::MemoryStore::new()),
+        directory,
+        metrics: crate::metrics::RoomMetrics::unregistered().expect("metrics"),
+        node_id: "n1".into(),
+        public_url: None,
+        snapshot_every: 16,
+        clock: crate::room::Clock::System,
+        ended_linger: Duration::from_secs(60),
+        waiting_ttl: Duration::from_secs(60),
+        stall_give_up: crate::room::STALL_GIVE_UP,
+    };
+    let new = NewRoom {
+        room_id: "r1".into(),
+        game: "tally".into(),
+        options: None,
+        host: "h".into(),
+        host_name: "방장".into(),
+        grace_sec: 30,
+        seed: None,
+        listed: None,
+    };
+    create_room(new, deps).expect("a tally room")
+}
