@@ -557,7 +557,7 @@ impl Actor for WsSession {
             .sessions
             .insert(self.id.0, Session { out: ctx.address().recipient(), notice: ctx.address().recipient() });
         self.state.metrics.sessions.inc();
-        let ticks = Ticks::new(self.state.settings.ws.heartbeat_s, self.state.cluster.is_some());
+        let ticks = Ticks::new(self.state.settings.ws.heartbeat_s, self.state.rooms.rooms_move());
         self.arm_expiry(ctx, ticks.tick);
         actix::spawn(tick_every(ctx.address().downgrade(), ticks));
         let _span = info_span!("session", session_id = self.id.0, user_id = %self.user).entered();
