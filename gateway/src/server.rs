@@ -1,5 +1,7 @@
 //! The node: builds the shared state ([`AppState`], `state.rs`), serves the actix-web
-//! app, and drains.
+//! app, and drains. The node's mode is decided here, once: `AppState::build` opens the
+//! store (and on a cluster node creates its `ClusterNode`) and hands them to the rooms
+//! service (`RoomsService::embedded` or `RoomsService::cluster`), which alone keeps them.
 
 use crate::auth::Auth;
 use crate::config::{Settings, StoreKind};

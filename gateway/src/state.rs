@@ -1,6 +1,7 @@
 //! What every handler shares: [`AppState`], built by `server.rs` and read by the HTTP
 //! API, the WebSocket sessions and the admin API; and the player extractor ([`User`]),
-//! which checks a bearer token against it.
+//! which checks a bearer token against it. Rooms, their store and (in cluster mode) the
+//! cluster are behind `AppState.rooms` (`room_actor::RoomsService`) alone.
 
 use crate::admin_auth::Admin;
 use crate::auth::{Auth, User};
