@@ -2,8 +2,9 @@
 //! player API but behind their own bearer token (`ROOMD__ADMIN__TOKEN`; unset = every
 //! admin path answers 404, as if it did not exist). A player's token is never accepted.
 //!
-//! Reads work in both modes: embedded from this node's directory, cluster-wide from Redis
-//! in a fixed number of round trips per page (`room_actor::cluster::ops`). Verbs travel to
+//! Reads work in both modes through the rooms service (`room_actor::rooms_service`):
+//! embedded from this node's directory, cluster-wide from Redis in a fixed number of round
+//! trips per page. Verbs travel to
 //! the room wherever it lives through its `RoomRef`, exactly like the player verbs
 //! (`close`, `kick`, `inspect`), and a node drain goes to its node as `NodeCmd::Drain`,
 //! which drains exactly as SIGTERM does.
@@ -19,10 +20,9 @@ use actix_web::dev::Payload;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use engine::PlayerId;
-use room_actor::cluster::bus::{NodeCmd, Reply};
-use room_actor::cluster::ops::{self, RoomFilter};
 use room_actor::messages::{Close, Kick, RoomOpError, Unkick};
 use room_actor::room_ref::Inspection;
+use room_actor::rooms_service::{DrainRefused, RoomFilter};
 use room_actor::{RoomInfo, RoomRef};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -117,59 +117,32 @@ async fn asset(state: web::Data<AppState>, path: web::Path<String>) -> HttpRespo
 }
 
 fn now_ms(state: &AppState) -> i64 {
-    state.room_deps.clock.now_ms()
+    state.rooms.now_ms()
 }
 
 /// This node's own report (also what it publishes for the others in cluster mode).
 pub fn self_stats(state: &AppState) -> Value {
     json!({
         "address": state.admin.addr.get(),
-        "rooms": state.room_deps.directory.len(),
+        "rooms": state.rooms.local_rooms(),
         "sockets": state.sessions.len(),
         "version": env!("CARGO_PKG_VERSION"),
         "at": now_ms(state),
     })
 }
 
-/// Cluster mode: publishes this node's stats every heartbeat for `GET /admin/api/nodes`.
+/// Cluster mode: publishes this node's stats every heartbeat for `GET /admin/api/nodes`
+/// (`RoomsService::spawn_stats_reporter`; nothing on an embedded node).
 pub fn spawn_reporter(state: web::Data<AppState>) {
-    let Some(cluster) = state.cluster.clone() else { return };
     let every = std::time::Duration::from_millis(state.settings.cluster.heartbeat_ms.max(100));
-    let supervisor = state.supervisor.clone();
-    // Started again if it ends: each report stands alone.
-    supervisor.spawn("node_stats", room_actor::supervise::Policy::Restart, move || {
-        let (state, cluster) = (state.clone(), cluster.clone());
-        async move {
-            loop {
-                let stats = self_stats(&state);
-                let conn = cluster.store.connection();
-                if let Err(e) = ops::report(&conn, cluster.store.keys(), cluster.id(), &stats).await {
-                    tracing::debug!(error = %e, "node stats not reported");
-                }
-                tokio::time::sleep(every).await;
-            }
-        }
-    });
+    let stats = state.clone();
+    state.rooms.spawn_stats_reporter(&state.supervisor, every, move || self_stats(&stats));
 }
 
+/// `GET /admin/api/nodes`: the live nodes (an embedded node is the only one).
 async fn nodes(state: web::Data<AppState>, _op: Operator) -> Result<HttpResponse, ApiError> {
-    let Some(cluster) = &state.cluster else {
-        let stats = self_stats(&state);
-        return Ok(HttpResponse::Ok().json(json!({"nodes": [{
-            "id": state.node_id,
-            "address": stats["address"],
-            "draining": state.draining.load(Ordering::Relaxed),
-            "rooms": stats["rooms"],
-            "sockets": stats["sockets"],
-            "lastHeartbeat": now_ms(&state),
-            "peer": Value::Null,
-            "self": true,
-        }]})));
-    };
-    let ttl = (state.settings.cluster.heartbeat_ms * 3) as i64;
-    let conn = cluster.store.connection();
-    let rows =
-        ops::nodes(&conn, cluster.store.keys(), now_ms(&state), ttl).await.map_err(|_| ApiError::unavailable())?;
+    let draining = state.draining.load(Ordering::Relaxed);
+    let rows = state.rooms.nodes(draining).await.map_err(|_| ApiError::unavailable())?;
     let nodes: Vec<Value> = rows
         .into_iter()
         .map(|n| {
@@ -225,40 +198,9 @@ async fn rooms(state: web::Data<AppState>, _op: Operator, q: web::Query<RoomsQue
     let filter = RoomFilter { game: nonempty(q.game), node: nonempty(q.node) };
     let cursor = nonempty(q.cursor);
     let now = now_ms(&state);
-    if let Some(cluster) = &state.cluster {
-        let conn = cluster.store.connection();
-        let (rows, next) = ops::rooms_page(&conn, cluster.store.keys(), cursor.as_deref(), limit, &filter)
-            .await
-            .map_err(|_| ApiError::unavailable())?;
-        let rooms: Vec<Value> = rows.iter().map(|r| row(&r.info, r.owner.as_deref(), r.seq, now)).collect();
-        return Ok(HttpResponse::Ok().json(json!({"rooms": rooms, "next": next})));
-    }
-    // Embedded: this node's rooms in id order after the cursor.
-    let mut infos: Vec<RoomInfo> = state
-        .room_deps
-        .directory
-        .list(filter.game.as_deref(), None)
-        .into_iter()
-        .filter(|i| i.status != room_actor::RoomStatus::Ended)
-        .filter(|_| filter.node.as_ref().is_none_or(|n| n == &state.node_id))
-        .filter(|i| cursor.as_ref().is_none_or(|c| i.room_id.as_str() > c.as_str()))
-        .collect();
-    infos.sort_by(|a, b| a.room_id.cmp(&b.room_id));
-    let more = infos.len() > limit;
-    infos.truncate(limit);
-    let views = futures_util::future::join_all(infos.iter().map(|i| async {
-        match state.rooms.find(&i.room_id).await.ok()?.inspect().await.ok()? {
-            Inspection::Live { view, .. } => Some(view.seq),
-            Inspection::Stored(_) => None,
-        }
-    }))
-    .await;
-    let rooms: Vec<Value> = infos
-        .iter()
-        .zip(views)
-        .map(|(i, seq)| row(i, Some(&state.node_id), seq.filter(|_| i.game_pk.is_some()), now))
-        .collect();
-    let next = if more { infos.last().map(|i| i.room_id.clone()) } else { None };
+    let (rows, next) =
+        state.rooms.admin_rooms(cursor.as_deref(), limit, &filter).await.map_err(|_| ApiError::unavailable())?;
+    let rooms: Vec<Value> = rows.iter().map(|r| row(&r.info, r.owner.as_deref(), r.seq, now)).collect();
     Ok(HttpResponse::Ok().json(json!({"rooms": rooms, "next": next})))
 }
 
@@ -380,17 +322,12 @@ async fn drain(state: web::Data<AppState>, _op: Operator, path: web::Path<String
             state.drain_request.notify_one();
             return Ok(());
         }
-        let Some(cluster) = &state.cluster else {
-            return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_node", "없는 노드예요"));
-        };
-        let live = cluster.members.live(now_ms(&state)).await.map_err(|_| ApiError::unavailable())?;
-        if !live.iter().any(|m| m.id == node) {
-            return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_node", "없는 노드예요"));
-        }
-        let by = state.admin.who.clone();
-        match cluster.request_node(&node, |req| NodeCmd::Drain { req, by }).await {
-            Reply::Accepted => Ok(()),
-            _ => Err(ApiError::unavailable()),
+        match state.rooms.drain_node(&node, state.admin.who.clone()).await {
+            Ok(()) => Ok(()),
+            Err(DrainRefused::UnknownNode) => {
+                Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_node", "없는 노드예요"))
+            }
+            Err(DrainRefused::Unavailable) => Err(ApiError::unavailable()),
         }
     }
     .await;

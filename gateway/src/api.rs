@@ -9,10 +9,10 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use engine::registry;
 use engine::{PlayerId, Seed};
 use prometheus::{Encoder, TextEncoder};
-use room_actor::cluster::node::Unready;
-use room_actor::lobby::{self, LobbyFilter};
+use room_actor::lobby;
 use room_actor::messages::{LeaveSeat, RemoveSeat, Start, TakeSeat};
-use room_actor::spawn::{initial_info, prepare_room, CreateError, NewRoom};
+use room_actor::rooms_service::{LobbyFilter, Readiness, Refused, Unready};
+use room_actor::spawn::{CreateError, NewRoom};
 use room_actor::supervise::Down;
 use room_actor::RoomStatus;
 use serde::Deserialize;
@@ -98,34 +98,24 @@ async fn readyz(state: web::Data<AppState>) -> HttpResponse {
         Some((task, Down::Restarting)) => return unavailable(json!({"status": "task_restarting", "task": task})),
         None => {}
     }
-    if let Some(cluster) = &state.cluster {
-        if !cluster.store.ping().await {
-            return unavailable(json!({"status": "store_unreachable"}));
+    let node = &state.node_id;
+    match state.rooms.readiness().await {
+        Readiness::Ready { live_nodes: Some(live) } => {
+            HttpResponse::Ok().json(json!({"status": "ready", "node": node, "liveNodes": live}))
         }
-        let bus = cluster.bus_check();
-        if !bus.verified() {
-            let silent_ms = bus.silence().map(|s| u64::try_from(s.as_millis()).unwrap_or(u64::MAX));
-            return unavailable(json!({"status": "bus_unverified", "node": state.node_id, "silentMs": silent_ms}));
+        Readiness::Ready { live_nodes: None } => HttpResponse::Ok().json(json!({"status": "ready", "node": node})),
+        Readiness::StoreUnreachable => unavailable(json!({"status": "store_unreachable"})),
+        Readiness::StoreUnavailable => unavailable(json!({"status": "store_unavailable"})),
+        Readiness::BusUnverified { silent_ms } => {
+            unavailable(json!({"status": "bus_unverified", "node": node, "silentMs": silent_ms}))
         }
-        match cluster.reconciled().unready() {
-            None => {}
-            Some(Unready::Pending { rooms }) => {
-                return unavailable(json!({"status": "reconciling", "node": state.node_id, "pendingRooms": rooms}));
-            }
-            Some(Unready::Stale { error }) => {
-                return unavailable(json!({"status": "reconciling", "node": state.node_id, "error": error}));
-            }
+        Readiness::Reconciling(Unready::Pending { rooms }) => {
+            unavailable(json!({"status": "reconciling", "node": node, "pendingRooms": rooms}))
         }
-        let live = cluster.members.live(state.room_deps.clock.now_ms()).await.map(|m| m.len()).unwrap_or(0);
-        return HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id, "liveNodes": live}));
-    }
-    if let Some(store) = &state.file_store {
-        // A real write and fsync: a full disk or a failing device answers 503.
-        if !store.probe().await {
-            return unavailable(json!({"status": "store_unavailable"}));
+        Readiness::Reconciling(Unready::Stale { error }) => {
+            unavailable(json!({"status": "reconciling", "node": node, "error": error}))
         }
     }
-    HttpResponse::Ok().json(json!({"status": "ready", "node": state.node_id}))
 }
 
 /// `GET /metrics` on the player port, unless the metrics have a listener of their own
@@ -215,20 +205,7 @@ async fn create(
     if !GRACE_RANGE.contains(&grace_sec) {
         return Err(ApiError::bad_request("bad_grace", "graceSec는 5~600초로 정해 주세요"));
     }
-    let too_many = || ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_rooms", "열어 둔 방이 너무 많아요");
     let room_id = format!("r_{}", &uuid::Uuid::new_v4().simple().to_string()[..12]);
-    // The host sits in the new room from the start.
-    check_waiting_seats(&state, &user.id, &room_id).await?;
-    let cap = state.settings.rooms.max_open_per_user;
-    let full = match &state.cluster {
-        // In a cluster the cap counts the user's rooms on every node, atomically in Redis.
-        Some(cluster) => !cluster.quota.take(&user.id, &room_id, cap).await.map_err(|_| ApiError::unavailable())?,
-        None => state.room_deps.directory.open_rooms_of(&user.id) >= cap,
-    };
-    if full {
-        return Err(too_many());
-    }
-    let host = user.id.clone();
     let new = NewRoom {
         room_id: room_id.clone(),
         game: body.game,
@@ -239,43 +216,39 @@ async fn create(
         seed,
         listed: body.listed,
     };
-    let refused = |e: CreateError| {
-        tracing::info!(error = %e, "room refused");
-        match e {
-            CreateError::UnknownGame(_) => ApiError::bad_request("unknown_game", "없는 게임이에요"),
-            // The reason names the option key the client sent: only when it is short.
-            CreateError::Options(o) => match o.reason() {
-                reason if reason.chars().count() <= 60 => ApiError::bad_request(o.code(), reason),
-                _ => ApiError::bad_request(o.code(), "옵션을 확인해 주세요"),
-            },
+    // The service checks the host's waiting seats (the host sits in the new room from the
+    // start) and open rooms, then creates it (`RoomsService::create`).
+    state.rooms.create(new).await.map_err(refused)?;
+    Ok(HttpResponse::Ok().json(json!({"roomId": room_id})))
+}
+
+/// A room not created, or a seat not allowed, as the API answers it.
+fn refused(refusal: Refused) -> ApiError {
+    match refusal {
+        Refused::TooManyRooms => {
+            ApiError::new(StatusCode::TOO_MANY_REQUESTS, "too_many_rooms", "열어 둔 방이 너무 많아요")
         }
-    };
-    match &state.cluster {
-        None => {
-            // Stored before it is acknowledged, so a restart brings it back even if
-            // nobody else ever sits in it (issue 57).
-            let room = prepare_room(new, state.room_deps.clone()).map_err(refused)?;
-            state.store.put_room(&room.info).await.map_err(|_| ApiError::unavailable())?;
-            room.spawn();
+        Refused::TooManyWaitingSeats => ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_waiting_seats",
+            "시작을 기다리는 방에 너무 많이 앉아 있어요",
+        ),
+        Refused::SeedNotAllowed => {
+            ApiError::bad_request("seed_not_allowed", "클러스터 모드에서는 시드를 정할 수 없어요")
         }
-        Some(cluster) => {
-            if new.seed.is_some() {
-                return Err(ApiError::bad_request("seed_not_allowed", "클러스터 모드에서는 시드를 정할 수 없어요"));
+        Refused::Unavailable => ApiError::unavailable(),
+        Refused::Invalid(e) => {
+            tracing::info!(error = %e, "room refused");
+            match e {
+                CreateError::UnknownGame(_) => ApiError::bad_request("unknown_game", "없는 게임이에요"),
+                // The reason names the option key the client sent: only when it is short.
+                CreateError::Options(o) => match o.reason() {
+                    reason if reason.chars().count() <= 60 => ApiError::bad_request(o.code(), reason),
+                    _ => ApiError::bad_request(o.code(), "옵션을 확인해 주세요"),
+                },
             }
-            // Saved, then placed: the node rendezvous hashing picks activates it.
-            let saved = match initial_info(&new, &state.node_id, state.room_deps.clock.now_ms()) {
-                Ok(info) => state.store.put_room(&info).await.map_err(|_| ApiError::unavailable()),
-                Err(e) => Err(refused(e)),
-            };
-            if let Err(e) = saved {
-                // Not created: the cap slot is given back.
-                let _ = cluster.quota.give_back(&host, &room_id).await;
-                return Err(e);
-            }
-            cluster.locate(&room_id).await.map_err(|_| ApiError::unavailable())?;
         }
     }
-    Ok(HttpResponse::Ok().json(json!({"roomId": room_id})))
 }
 
 #[derive(Deserialize)]
@@ -308,11 +281,7 @@ async fn list(state: web::Data<AppState>, _user: User, q: web::Query<ListQuery>)
     }
     let game = q.game.as_deref().filter(|g| !g.is_empty());
     let filter = LobbyFilter { game: game.map(str::to_owned), status };
-    let (rooms, next) = if let Some(cluster) = &state.cluster {
-        cluster.store.lobby_page(cursor, limit, &filter).await.map_err(|_| ApiError::unavailable())?
-    } else {
-        lobby::page_of(state.room_deps.directory.list(game, status), cursor, limit, &filter)
-    };
+    let (rooms, next) = state.rooms.lobby_page(cursor, limit, &filter).await.map_err(|_| ApiError::unavailable())?;
     let mut response = HttpResponse::Ok();
     if let Some(next) = next {
         let mut query = vec![("limit", limit.to_string()), ("cursor", next)];
@@ -353,7 +322,7 @@ async fn sit(
     };
     let bot = body.bot;
     if !bot {
-        check_waiting_seats(&state, &user.id, &path).await?;
+        state.rooms.take_waiting_seat(&user.id, &path).await.map_err(refused)?;
     }
     let room = state.rooms.find(&path).await?;
     Ok(HttpResponse::Ok().json(room.ask(TakeSeat { user: user.id, name: user.name, bot }).await?))
@@ -375,26 +344,6 @@ async fn remove_seat(
     Ok(HttpResponse::Ok().json(state.rooms.find(&room).await?.ask(verb).await?))
 }
 
-/// Refuses a seat in `room` (or a new room of theirs) when `user` already sits in
-/// `rooms.max_waiting_seats_per_user` waiting rooms other than it, so one guest cannot squat
-/// seats across the lobby. In a cluster the count comes from the user's own index of
-/// seats (`WaitingSeats`: their few rooms, never every room), which this adds `room` to.
-async fn check_waiting_seats(state: &AppState, user: &PlayerId, room: &str) -> Result<(), ApiError> {
-    let cap = state.settings.rooms.max_waiting_seats_per_user;
-    let allowed = match &state.cluster {
-        Some(cluster) => cluster.seats.take(user, room, cap).await.map_err(|_| ApiError::unavailable())?,
-        None => state.room_deps.directory.waiting_seats_of(user, Some(room)) < cap,
-    };
-    if !allowed {
-        return Err(ApiError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too_many_waiting_seats",
-            "시작을 기다리는 방에 너무 많이 앉아 있어요",
-        ));
-    }
-    Ok(())
-}
-
 async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let game_pk = state.rooms.find(&path).await?.ask(Start { user: user.id }).await?;
     Ok(HttpResponse::Ok().json(json!({"gamePk": game_pk})))
@@ -410,7 +359,7 @@ struct GamesQuery {
 async fn my_games(state: web::Data<AppState>, user: User, q: web::Query<GamesQuery>) -> Result<HttpResponse, ApiError> {
     let limit = q.limit.unwrap_or(20).clamp(1, 100);
     let me: PlayerId = user.id;
-    let records = state.store.games_of(&me, q.before, limit).await.map_err(|_| ApiError::unavailable())?;
+    let records = state.rooms.games_of(&me, q.before, limit).await.map_err(|_| ApiError::unavailable())?;
     let list: Vec<serde_json::Value> = records
         .into_iter()
         .map(|r| {

@@ -1,12 +1,15 @@
 //! # gateway: the roomd node
 //!
-//! HTTP API, WebSocket sessions, auth, config and the `roomd` binary.
+//! HTTP API, WebSocket sessions, auth, config and the `roomd` binary. Rooms are reached
+//! only through `room_actor::RoomsService` (`AppState.rooms`): no file here holds a
+//! store or cluster handle, asks where a room is or names a Redis key.
 //!
 //! # Layout
 //!
 //! - [`config`]: settings (defaults → file → `ROOMD__…` environment).
 //! - [`state`]: what every handler shares (`AppState`) and the player extractor.
-//! - [`server`]: builds the state; `start`, which binds and serves; drain.
+//! - [`server`]: builds the state (the node's mode decided once, when it builds the rooms
+//!   service); `start`, which binds and serves; drain.
 //! - [`api`]: the HTTP API of `PROTOCOL.md`.
 //! - [`admin`]: the operators' API (`/admin/api/…`) and console (`/admin`);
 //!   [`admin_auth`]: the operators' token and audit trail.

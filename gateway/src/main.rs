@@ -37,8 +37,8 @@ async fn main() -> anyhow::Result<()> {
         // The one line scripts read to learn the address. Written without `println!`,
         // which panics when nobody reads stdout any more: a dead reader is ignored.
         use std::io::Write;
-        let data = running.state.file_store.as_ref().map(|store| {
-            let file = std::path::absolute(store.file()).unwrap_or_else(|_| store.file().to_owned());
+        let data = running.state.rooms.data_file().map(|file| {
+            let file = std::path::absolute(file).unwrap_or_else(|_| file.to_owned());
             tracing::info!(file = %file.display(), "data kept in");
             format!(", data {}", file.display())
         });

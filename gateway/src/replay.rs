@@ -20,8 +20,8 @@ fn private(body: &room_actor::replay::Replay) -> HttpResponse {
 pub async fn get(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
     let game_pk = path.into_inner();
     let record = state
-        .store
-        .record(&game_pk)
+        .rooms
+        .game_record(&game_pk)
         .await
         .map_err(|_| ApiError::unavailable())?
         .ok_or_else(|| ApiError::new(StatusCode::NOT_FOUND, "unknown_game", "없는 게임 기록이에요"))?;
@@ -36,8 +36,8 @@ pub async fn get(state: web::Data<AppState>, user: User, path: web::Path<String>
         return Ok(private(&cached));
     }
     let stored = state
-        .store
-        .load(&game_pk)
+        .rooms
+        .game_log(&game_pk)
         .await
         .map_err(|_| ApiError::unavailable())?
         .ok_or_else(|| gone(&ReplayGone::Expired))?;

@@ -1,5 +1,7 @@
 //! The node: builds the shared state ([`AppState`], `state.rs`), serves the actix-web
-//! app, and drains.
+//! app, and drains. The node's mode is decided here, once: `AppState::build` opens the
+//! store (and on a cluster node creates its `ClusterNode`) and hands them to the rooms
+//! service (`RoomsService::embedded` or `RoomsService::cluster`), which alone keeps them.
 
 use crate::auth::Auth;
 use crate::config::{Settings, StoreKind};
@@ -17,10 +19,10 @@ use room_actor::messages::Notice;
 use room_actor::metrics::RoomMetrics;
 use room_actor::replay::ReplayCache;
 use room_actor::room::Clock;
-use room_actor::sessions::Sessions;
+use room_actor::rooms_service::Caps;
 use room_actor::supervise::{self, Ended, Policy, Supervisor};
 use room_actor::RedisStore;
-use room_actor::{Directory, FileStore, MemoryStore, RoomDeps, RoomStore, Rooms};
+use room_actor::{Directory, FileStore, MemoryStore, RoomDeps, RoomStore, RoomsService};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
@@ -146,10 +148,9 @@ impl AppState {
             (None, Some(file)) => Arc::new(file.clone()),
             (None, None) => Arc::new(MemoryStore::new()),
         };
-        let directory = Arc::new(Directory::new());
         let room_deps = RoomDeps {
-            store: store.clone(),
-            directory: directory.clone(),
+            store,
+            directory: Arc::new(Directory::new()),
             metrics: room_metrics,
             node_id: node_id.clone(),
             public_url,
@@ -201,9 +202,18 @@ impl AppState {
                 None
             }
         };
-        let rooms = Rooms::new(node_id.clone(), directory, cluster.clone());
-        let open_sessions = cluster.as_ref().map_or_else(|| Arc::new(Sessions::new()), |c| c.sessions().clone());
-        let drain_request = cluster.as_ref().map_or_else(Default::default, |c| c.drain_request.clone());
+        // The node's mode, decided here once: the service holds the store and the cluster.
+        let caps = Caps {
+            open_rooms_per_user: settings.rooms.max_open_per_user,
+            waiting_seats_per_user: settings.rooms.max_waiting_seats_per_user,
+            sockets_per_user: settings.ws.max_sockets_per_user,
+        };
+        let rooms = match cluster {
+            Some(node) => RoomsService::cluster(room_deps, node, caps),
+            None => RoomsService::embedded(room_deps, file_store, caps),
+        };
+        let open_sessions = rooms.sessions().clone();
+        let drain_request = rooms.drain_request().clone();
         // Session ids are unique across nodes: a random high half per process.
         let session_base = u64::from(uuid::Uuid::new_v4().as_u128() as u32) << 32;
         Ok(AppState {
@@ -216,20 +226,15 @@ impl AppState {
             ),
             settings,
             node_id,
-            store,
-            room_deps,
             rooms,
-            cluster,
             metrics: GatewayMetrics { registry, sessions, ws_closed_flood, ws_errors },
             draining: AtomicBool::new(false),
             exit_after_drain: AtomicBool::new(false),
             next_session: AtomicU64::new(session_base + 1),
-            sockets: std::sync::Mutex::new(std::collections::HashMap::new()),
             sessions: open_sessions,
             replays: ReplayCache::new(Duration::from_secs(600), 32),
             replay_permits: tokio::sync::Semaphore::new(REPLAY_BUILDS_AT_ONCE),
             closed_since_trim: AtomicU64::new(0),
-            file_store,
             admin,
             http_metrics,
             drain_request,
@@ -269,14 +274,12 @@ pub struct Running {
 /// listens.
 pub fn start(settings: Settings) -> Result<Running, StartError> {
     let state = web::Data::new(AppState::new(settings)?);
-    if state.file_store.is_some() {
-        let deps = state.room_deps.clone();
-        actix::spawn(async move {
-            if let Err(e) = room_actor::resume::resume_open_rooms(&deps).await {
-                tracing::error!(error = %e, "rooms not resumed");
-            }
-        });
-    }
+    let resuming = state.clone();
+    actix::spawn(async move {
+        if let Err(e) = resuming.rooms.resume().await {
+            tracing::error!(error = %e, "rooms not resumed");
+        }
+    });
     serve(state)
 }
 
@@ -296,8 +299,7 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
             ));
         }
         let state = web::Data::new(AppState::new(settings)?);
-        if state.file_store.is_some() {
-            let resumed = room_actor::resume::resume_open_rooms(&state.room_deps).await.map_err(StartError::Resume)?;
+        if let Some(resumed) = state.rooms.resume().await.map_err(StartError::Resume)? {
             if !resumed.failed.is_empty() {
                 warn!(failed = ?resumed.failed, "some rooms could not be resumed; they stay in the store");
             }
@@ -321,18 +323,8 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
         Err(e) => warn!(error = %e, "lobby index not built; rooms of an older roomd stay out of the lobby until it is"),
     }
     let state = web::Data::new(AppState::build(settings, Some(redis))?);
-    if let Some(cluster) = &state.cluster {
-        // Sockets a previous run of this node id counted died with it: their counts go
-        // before this node is live again (the other nodes would count them meanwhile).
-        match cluster.sockets.forget_previous().await {
-            Ok(0) => {}
-            Ok(users) => info!(users, "socket counts of this node id's previous run zeroed"),
-            Err(e) => {
-                warn!(error = %e, "socket counts of this node id's previous run not zeroed; they expire in a day")
-            }
-        }
-        cluster.run(Some(state.room_threads.clone()), &state.supervisor);
-    }
+    // Socket counts of this node id's previous run zeroed, then the cluster's core tasks.
+    state.rooms.run(state.room_threads.clone(), &state.supervisor).await;
     serve(state)
 }
 
@@ -494,9 +486,7 @@ pub async fn drain(state: &AppState) {
     state.draining.store(true, std::sync::atomic::Ordering::Relaxed);
     let grace = Duration::from_secs(state.settings.cluster.drain_grace_s);
     let started = tokio::time::Instant::now();
-    if let Some(cluster) = &state.cluster {
-        cluster.hand_over_all(grace / 2).await;
-    }
+    state.rooms.hand_over(grace / 2).await;
     state.sessions.tell_all(Notice::Drain);
     let deadline = started + grace.saturating_sub(LEAVE_WITHIN);
     while tokio::time::Instant::now() < deadline && !state.sessions.is_empty() {
@@ -508,10 +498,8 @@ pub async fn drain(state: &AppState) {
             "sockets still open at the end of the drain grace; the server closes them"
         );
     }
-    if let Some(cluster) = &state.cluster {
-        if tokio::time::timeout(LEAVE_WITHIN, cluster.leave()).await.is_err() {
-            tracing::warn!("leaving the membership timed out (Redis away?); this node's heartbeat expires instead");
-        }
+    if tokio::time::timeout(LEAVE_WITHIN, state.rooms.leave()).await.is_err() {
+        tracing::warn!("leaving the membership timed out (Redis away?); this node's heartbeat expires instead");
     }
     // The server stops next (its workers' threads with it): nothing that ends now is a
     // failure.

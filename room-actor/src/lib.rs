@@ -14,6 +14,10 @@
 //! - [`wire`]: server → client JSON, built once in the room (`ToClient`, one client's frame).
 //! - [`room_ref`]: one way to reach a room wherever it lives ([`Rooms`] finds it, a
 //!   [`RoomRef`] calls its verbs, here or on another node).
+//! - [`rooms_service`]: every room operation the gateway needs ([`RoomsService`]: create,
+//!   the lobby, per-user caps, game records, the operators' listings and drain, readiness,
+//!   start-up and shutdown), one implementation for an embedded node and one for a
+//!   cluster node, decided once at start-up; the gateway holds no store or cluster handle.
 //! - [`sessions`]: this node's WebSocket sessions by id (frames from other nodes, drain).
 //! - [`info`]: a room's public info (`RoomInfo`), under both messages and directory.
 //! - [`directory`]: the rooms of this node, their public info and addresses.
@@ -53,6 +57,7 @@ pub mod replay;
 pub mod resume;
 pub mod room;
 pub mod room_ref;
+pub mod rooms_service;
 pub mod session_rooms;
 pub mod sessions;
 pub mod spawn;
@@ -67,6 +72,7 @@ pub use error::{RebuildError, StoreError};
 pub use info::{RoomInfo, RoomStatus};
 pub use room::{RoomActor, RoomDeps};
 pub use room_ref::{RoomRef, Rooms};
+pub use rooms_service::RoomsService;
 pub use store::file::FileStore;
 pub use store::redis::RedisStore;
 pub use store::{MemoryStore, RoomStore};

@@ -259,12 +259,12 @@ impl Actor for WsSession {
             lost: ctx.address().recipient(),
         };
         let errors = self.state.metrics.ws_errors.clone();
-        self.rooms = Some(SessionRooms::new(self.state.rooms.clone(), caller, errors));
+        self.rooms = Some(self.state.rooms.session_rooms(caller, errors));
         self.state
             .sessions
             .insert(self.id.0, Session { out: ctx.address().recipient(), notice: ctx.address().recipient() });
         self.state.metrics.sessions.inc();
-        let ticks = Ticks::new(self.state.settings.ws.heartbeat_s, self.state.cluster.is_some());
+        let ticks = Ticks::new(self.state.settings.ws.heartbeat_s, self.state.rooms.rooms_move());
         self.arm_expiry(ctx, ticks.tick);
         actix::spawn(tick_every(ctx.address().downgrade(), ticks));
         let _span = info_span!("session", session_id = self.id.0, user_id = %self.user).entered();

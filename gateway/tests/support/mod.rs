@@ -95,7 +95,7 @@ pub fn start_server_with(tweak: impl FnOnce(&mut Settings)) -> Server {
         actix::System::new().block_on(async move {
             let running = gateway::server::start(settings).expect("server starts");
             let state = &running.state;
-            tx.send((running.addr, state.store.clone(), state.file_store.clone())).expect("test is waiting");
+            tx.send((running.addr, state.rooms.store(), state.rooms.file_store())).expect("test is waiting");
             let _ = running.server.await;
         });
     });
