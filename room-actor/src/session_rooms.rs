@@ -5,7 +5,7 @@
 //! moved and subscribing there again are all here, so the socket actor keeps no routing
 //! state of its own.
 //!
-//! - A verb for a room without a route starts a lookup ([`Rooms::route`]); that room's
+//! - A verb for a room without a route starts a lookup (`Rooms::route`); that room's
 //!   later verbs wait behind it, in order (other rooms' verbs do not wait). Found, the
 //!   waiting verbs go to the room; not found, each gets its answer: `unknown_room` (or
 //!   the reject of an action), or, for a room between owners, `room_unavailable` (a
@@ -14,7 +14,7 @@
 //!   goes stale (`room_moved`, a publish nobody heard) it is looked up again after
 //!   [`ROUTE_RETRY`] unless a verb did so first, when the node's route board announces
 //!   it moved ([`Notice::Moved`](crate::messages::Notice)), and on every route check
-//!   ([`Rooms::follow`]); wherever it is found anew, the session subscribes there (and
+//!   (`Rooms::follow`); wherever it is found anew, the session subscribes there (and
 //!   the room answers with a fresh `sync`).
 //!
 //! Everything runs on the session's thread (`Rc`), its lookups as local tasks.
