@@ -26,7 +26,6 @@
 //! verb it cannot read is dropped alone and logged. Adding a verb therefore needs no
 //! bus frame version bump; appending it last to its list keeps the others' bincode
 //! numbers.
-
 //!
 //! This file holds the mechanism only (the macros, and the bytes a verb crosses as): it
 //! names no verb and no type of `messages.rs`, whose lists expand to the verb enums there.
