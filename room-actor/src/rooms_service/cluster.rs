@@ -41,13 +41,13 @@ impl Cluster {
     /// created gives its cap slot back.
     pub(super) async fn create(&self, deps: &RoomDeps, caps: Caps, new: NewRoom) -> Result<(), Refused> {
         let cluster = &self.node;
+        if new.seed.is_some() {
+            return Err(Refused::SeedNotAllowed);
+        }
         let (host, room_id) = (new.host.clone(), new.room_id.clone());
         let taken = cluster.quota.take(&host, &room_id, caps.open_rooms_per_user).await;
         if !taken.map_err(|_| Refused::Unavailable)? {
             return Err(Refused::TooManyRooms);
-        }
-        if new.seed.is_some() {
-            return Err(Refused::SeedNotAllowed);
         }
         let saved = match initial_info(&new, &deps.node_id, deps.clock.now_ms()) {
             Ok(info) => deps.store.put_room(&info).await.map_err(|_| Refused::Unavailable),
