@@ -148,7 +148,7 @@ pub async fn dial(addr: &str, key: &LinkKey, from: &str, to: &str) -> io::Result
         Ok(answer) => answer,
         Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
             return Err(refused(&format!(
-                "the listener closed the connection at the hello (an older roomd that does not take {} links, \
+                "the listener closed the connection at the hello (a roomd that does not take {} links, \
                  or one with too many connections in their handshake)",
                 String::from_utf8_lossy(MAGIC)
             )))

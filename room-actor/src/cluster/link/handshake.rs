@@ -11,11 +11,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// A dialer's hello: links whose frames and acknowledgements are tagged one by one.
+/// A dialer's hello: links whose frames and acknowledgements are tagged one by one. Any
+/// other first four bytes are refused with a line that quotes them.
 pub(super) const MAGIC: &[u8; 4] = b"RDL3";
-/// The hellos of older roomds (`RDL2`: acknowledgements, frames untagged; `RDL1`: neither),
-/// refused with a line that names them.
-const OLDER: [&[u8; 4]; 2] = [b"RDL2", b"RDL1"];
 pub(super) const NONCE: usize = 16;
 pub(super) const TAG: usize = 32;
 /// How long a dial, or the handshake on either side, may take.
@@ -96,15 +94,12 @@ impl Hello {
         let mut magic = [0u8; 4];
         stream.read_exact(&mut magic).await?;
         if &magic != MAGIC {
-            return Err(refused(&if OLDER.contains(&&magic) {
-                format!(
-                    "a {} hello: an older roomd, whose links carry frames without tags; \
-                     frames between it and this node go through Redis until it is upgraded",
-                    String::from_utf8_lossy(&magic)
-                )
-            } else {
-                "not a roomd peer link (or a newer version of one)".to_owned()
-            }));
+            return Err(refused(&format!(
+                "not a roomd peer link of this version (hello {:?}, this node takes {:?}); \
+                 frames between that node and this one go through Redis",
+                String::from_utf8_lossy(&magic),
+                String::from_utf8_lossy(MAGIC)
+            )));
         }
         let from = read_id(stream).await?;
         let to = read_id(stream).await?;

@@ -64,11 +64,10 @@
 //! little-endian u64 and its tag (`link_wire.rs`).
 //!
 //! **Versions.** A dialer says `RDL3` in its hello (frames tagged one by one). A listener
-//! takes only `RDL3`: it refuses an older roomd's `RDL2` (acknowledgements, untagged
-//! frames) or `RDL1` (neither) with a line saying so, since taking one would take frames
-//! anyone on the path could change. An older listener refuses an `RDL3` hello the same
-//! way. So during a rolling upgrade, frames between an upgraded node and an older one go
-//! through Redis (both directions), and links come back as the nodes are upgraded.
+//! takes only `RDL3` and refuses any other hello with a line that quotes it, so a roomd
+//! whose links speak another version (a later release that changes the link) is never
+//! half understood: frames between the two go through Redis (both directions), and links
+//! come back once both speak the same version.
 //!
 //! # Layout
 //!

@@ -165,31 +165,31 @@ async fn a_listener_acknowledges_the_frames_it_read() {
     assert!(!link.is_stalled() && !link.is_closed() && !link.is_forged());
 }
 
-/// A rolling upgrade: an older roomd dials with `RDL2` (or `RDL1`), whose frames carry
-/// no tags. Taking it would take frames anyone on the path could change, so the link
-/// is refused (counted, logged) and that node's frames go through Redis.
+/// A hello that is not `RDL3` (a roomd whose links speak another version, or anything
+/// else that dials the peer port) is refused (counted, logged), so that node's frames go
+/// through Redis; nothing it sends reaches the node.
 #[tokio::test]
-async fn a_dialer_of_an_older_version_is_refused() {
+async fn a_dialer_of_another_version_is_refused() {
     let (addr, mut rx, m) = listening("cluster-secret-0123456789", "n2").await;
-    for (i, magic) in [b"RDL2", b"RDL1"].into_iter().enumerate() {
-        let mut old = TcpStream::connect(&addr).await.unwrap();
+    for (i, magic) in [b"RDL2", b"RDL4", b"GET "].into_iter().enumerate() {
+        let mut other = TcpStream::connect(&addr).await.unwrap();
         let mut hello = magic.to_vec();
         hello.extend_from_slice(&[2, b'n', b'3', 2, b'n', b'2']);
         hello.extend_from_slice(&[7; 8 + NONCE]);
-        old.write_all(&hello).await.unwrap();
+        other.write_all(&hello).await.unwrap();
         let mut answer = Vec::new();
-        let _ = old.read_to_end(&mut answer).await;
+        let _ = other.read_to_end(&mut answer).await;
         assert!(answer.is_empty(), "closed without an answer: {answer:?}");
         assert!(until(Duration::from_secs(5), || m.bus_links_refused.get() == i as u64 + 1).await);
     }
     assert!(rx.try_recv().is_err(), "nothing reached the node");
     // What the refusal says (the line an operator reads).
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let mut old = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-    old.write_all(b"RDL2").await.unwrap();
+    let mut other = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
+    other.write_all(b"RDL4").await.unwrap();
     let (mut taken, _) = listener.accept().await.unwrap();
     let err = Hello::read(&mut taken).await.err().expect("refused");
-    assert!(err.to_string().contains("an older roomd"), "{err}");
+    assert!(err.to_string().contains(r#"not a roomd peer link of this version (hello "RDL4""#), "{err}");
 }
 
 /// The receiver reads the frames and never acknowledges them, as a link whose
