@@ -316,12 +316,6 @@ pub async fn start_node(settings: Settings) -> Result<Running, StartError> {
     };
     let redis =
         connected.await.map_err(|e| StartError::Config(format!("cannot reach Redis at {}: {e}", target.setting())))?;
-    // Rooms an older roomd created join the lobby index (once per cluster).
-    match redis.index_lobby().await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(rooms = n, "open rooms added to the lobby index"),
-        Err(e) => warn!(error = %e, "lobby index not built; rooms of an older roomd stay out of the lobby until it is"),
-    }
     let state = web::Data::new(AppState::build(settings, Some(redis))?);
     // Socket counts of this node id's previous run zeroed, then the cluster's core tasks.
     state.rooms.run(state.room_threads.clone(), &state.supervisor).await;

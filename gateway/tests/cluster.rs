@@ -618,11 +618,7 @@ async fn a_nodes_peer_port_takes_only_a_process_that_holds_the_cluster_secret() 
     let nodes = [node("pa", &prefix), node("pb", &prefix)];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
     // Where pa advertises its links, as its peers read it from the membership.
-    let peers = if bus_publish_verb() == "SPUBLISH" {
-        format!("{prefix}:{{nodes}}:peers")
-    } else {
-        format!("{prefix}:nodes:peers")
-    };
+    let peers = format!("{prefix}:{{nodes}}:peers");
     let out = Command::new("redis-cli").args(redis_cli_target()).args(["HGET", &peers, "pa"]).output().unwrap();
     let addr = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     assert!(addr.starts_with("127.0.0.1:"), "pa advertises {addr:?}");

@@ -96,6 +96,9 @@ async fn a_lost_lease_fences_the_old_owner_and_epochs_grow() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(token_b, "node-b/2", "the epoch grows with every claim");
+    // As a node that takes a room over does before it reads the log (`lua/fence.lua`):
+    // after this, node-a's next entry is refused even on its queue's fast path.
+    store.fence(&pk, &token_b).await.unwrap();
     assert!(matches!(store.append_fenced(pk.clone(), entry(2), token_a.clone()).await, Err(StoreError::Fenced)));
     store.append_fenced(pk.clone(), entry(2), token_b.clone()).await.unwrap();
     assert_eq!(a.renew(&[("r_1".into(), token_a)]).await.unwrap(), vec!["r_1".to_owned()], "renewal reports the loss");
@@ -232,8 +235,8 @@ async fn the_side_entries_of_nodes_long_gone_from_the_set_are_swept_and_the_live
     let set: Vec<String> = redis::cmd("ZRANGE").arg(keys.nodes()).arg(0).arg(-1).query_async(&mut conn).await.unwrap();
     assert_eq!(set, vec!["here".to_owned()]);
     assert_eq!(fields(keys.node_peers()).await, vec!["gone".to_owned(), "here".to_owned()]);
-    assert_eq!(members.sweep().await.unwrap(), 4, "gone's draining flag, layout, peer address and stats");
-    for key in [keys.draining(), keys.node_layouts(), keys.node_peers(), keys.node_stats()] {
+    assert_eq!(members.sweep().await.unwrap(), 3, "gone's draining flag, peer address and stats");
+    for key in [keys.draining(), keys.node_peers(), keys.node_stats()] {
         assert_eq!(fields(key).await, vec!["here".to_owned()]);
     }
     let live = members.live(71_000).await.unwrap();
@@ -1063,14 +1066,12 @@ fn seqs(game: &room_actor::log::StoredGame) -> Vec<u64> {
     game.entries.iter().map(|e| e.seq).collect()
 }
 
-/// Once every node writes the epoch layout, a room's first append under its lease is
-/// checked by the script and the ones after it are bare `XADD`s, their ids the lease's
+/// A room's first append under its lease is checked by the script and the ones after it are bare `XADD`s, their ids the lease's
 /// epoch and the seq; the log reads back whole and entry by entry, and an entry sent
 /// again (its first answer lost) is a conflict at its own seq, never a second copy.
 #[tokio::test]
 async fn on_the_fast_path_a_rooms_appends_after_its_first_are_bare_xadds_under_its_epoch() {
     let (store, keys) = store().await;
-    store.open_fast_path();
     let leases = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
     let token = leases.claim("r_fast").await.unwrap().expect("free lease");
     assert_eq!(token, "node-a/1");
@@ -1103,7 +1104,6 @@ async fn on_the_fast_path_a_rooms_appends_after_its_first_are_bare_xadds_under_i
 #[tokio::test]
 async fn a_node_taking_a_room_over_fences_its_log_so_the_old_owners_fast_path_is_refused() {
     let (store, keys) = store().await;
-    store.open_fast_path();
     let a = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
     let b = Leases::new(store.connection(), keys.clone(), "node-b", 60_000);
     let token_a = a.claim("r_fence").await.unwrap().expect("free lease");
@@ -1141,7 +1141,6 @@ async fn a_node_taking_a_room_over_fences_its_log_so_the_old_owners_fast_path_is
 #[tokio::test]
 async fn redis_losing_writes_under_the_fast_path_is_found_and_nothing_goes_in_above_the_hole() {
     let (store, keys) = store().await;
-    store.open_fast_path();
     let leases = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
     let token = leases.claim("r_lost").await.unwrap().expect("free lease");
     let pk = game_pk("r_lost", "01");
@@ -1176,68 +1175,6 @@ async fn redis_losing_writes_under_the_fast_path_is_found_and_nothing_goes_in_ab
         store.append_fenced(pk.clone(), entry(seq), token.clone()).await.expect("the room writes from its log's end");
     }
     assert_eq!(log_ids(&store, &keys, &pk).await, ["1-1", "1-2", "1-3", "1-4", "1-5"]);
-}
-
-/// While an older roomd may share the logs (the fast path closed), the checked append
-/// keeps their layout, `0-<seq>` ids and the last-seq counter that roomd reads, and a
-/// node taking a room over leaves such a log as it is (every append to it is checked
-/// against the lease). Once every node writes the epoch layout, the same log goes on in
-/// it: its next entry checked, the ones after it fast.
-#[tokio::test]
-async fn a_log_keeps_the_older_layout_until_every_node_writes_the_epoch_layout() {
-    let (store, keys) = store().await;
-    let a = Leases::new(store.connection(), keys.clone(), "node-a", 60_000);
-    let b = Leases::new(store.connection(), keys.clone(), "node-b", 60_000);
-    let token_a = a.claim("r_old").await.unwrap().expect("free lease");
-    let pk = game_pk("r_old", "01");
-    store.begin(start_of(&pk)).await.unwrap();
-    let fast = store.fast_appends().unwrap();
-    for seq in 1..=2 {
-        store.append_fenced(pk.clone(), entry(seq), token_a.clone()).await.expect("stored");
-    }
-    let mut conn = store.connection();
-    let counter = || redis::cmd("GET").arg(keys.seq("r_old", &pk)).clone();
-    assert_eq!(counter().query_async::<Option<u64>>(&mut conn).await.unwrap(), Some(2));
-    let token_b = b.take_over("r_old", &token_a).await.unwrap().expect("taken over");
-    store.fence(&pk, &token_b).await.expect("nothing to fence in the legacy layout");
-    assert_eq!(store.append_fenced(pk.clone(), entry(3), token_a.clone()).await, Err(StoreError::Fenced));
-    store.append_fenced(pk.clone(), entry(3), token_b.clone()).await.expect("stored");
-    assert_eq!(log_ids(&store, &keys, &pk).await, ["0-1", "0-2", "0-3"]);
-    assert_eq!(counter().query_async::<Option<u64>>(&mut conn).await.unwrap(), Some(3));
-    assert_eq!(store.fast_appends().unwrap(), fast, "nothing went on the fast path");
-
-    store.open_fast_path();
-    for seq in 4..=6 {
-        store.append_fenced(pk.clone(), entry(seq), token_b.clone()).await.expect("stored");
-    }
-    assert_eq!(store.fast_appends().unwrap() - fast, 2, "the first append in the epoch layout is checked");
-    assert_eq!(log_ids(&store, &keys, &pk).await, ["0-1", "0-2", "0-3", "2-4", "2-5", "2-6"]);
-    assert_eq!(seqs(&store.load(&pk).await.unwrap().unwrap()), [1, 2, 3, 4, 5, 6]);
-    assert_eq!(store.entry(&pk, 2).await.unwrap(), Some(entry(2)));
-    assert_eq!(store.entry(&pk, 6).await.unwrap(), Some(entry(6)));
-}
-
-/// The cluster switches to the epoch layout of logs once every live node writes it: an
-/// older roomd (a heartbeat, no layout) holds the switch off while it is live; with it
-/// gone the flag is set, and it stays set when an older roomd joins again.
-#[tokio::test]
-async fn the_epoch_layout_is_switched_on_once_every_live_node_writes_it_and_stays_on() {
-    let (store, keys) = store().await;
-    let members = Membership::new(store.connection(), keys.clone(), 1000);
-    let mut conn = store.connection();
-    members.heartbeat("n-new", false, 12_000).await.unwrap();
-    let _: () = redis::cmd("ZADD").arg(keys.nodes()).arg(11_000).arg("n-old").query_async(&mut conn).await.unwrap();
-    assert!(!members.epoch_layout(10_500).await.unwrap(), "n-old writes the older layout");
-    let flag = || redis::cmd("GET").arg(keys.log_layout()).clone();
-    assert_eq!(flag().query_async::<Option<u8>>(&mut conn).await.unwrap(), None);
-    assert!(members.epoch_layout(11_500).await.unwrap(), "n-old's heartbeat expired: every live node writes it");
-    assert_eq!(flag().query_async::<Option<u8>>(&mut conn).await.unwrap(), Some(2));
-    let _: () = redis::cmd("ZADD").arg(keys.nodes()).arg(20_000).arg("n-old2").query_async(&mut conn).await.unwrap();
-    assert!(members.epoch_layout(11_600).await.unwrap(), "the switch is never undone");
-    members.leave("n-new").await.unwrap();
-    let layouts: std::collections::HashMap<String, u8> =
-        redis::cmd("HGETALL").arg(keys.node_layouts()).query_async(&mut conn).await.unwrap();
-    assert!(!layouts.contains_key("n-new"), "a node that leaves takes its entry with it");
 }
 
 /// A batch that fails as a whole acknowledges none of its entries, even ones Redis then

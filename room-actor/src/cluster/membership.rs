@@ -8,10 +8,6 @@ use crate::redis::keys::Keys;
 use redis::{AsyncCommands, RedisError, Script};
 use std::collections::HashMap;
 
-/// The log layout this roomd writes: 2, ids `<epoch>-<seq>` with fences (older roomds
-/// write 1, `0-<seq>` ids and a last-seq counter, and advertise nothing).
-pub const LOG_LAYOUT: u8 = 2;
-
 fn unavailable(e: RedisError) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
@@ -56,8 +52,6 @@ impl Membership {
             .zadd(self.keys.nodes(), node, now_ms + self.ttl_ms)
             .ignore()
             .hset(self.keys.draining(), node, u8::from(draining))
-            .ignore()
-            .hset(self.keys.node_layouts(), node, LOG_LAYOUT)
             .ignore();
         match peer {
             Some(addr) => pipe.hset(self.keys.node_peers(), node, addr).ignore(),
@@ -78,33 +72,9 @@ impl Membership {
             .ignore()
             .hdel(self.keys.draining(), node)
             .ignore()
-            .hdel(self.keys.node_layouts(), node)
-            .ignore()
             .hdel(self.keys.node_peers(), node)
             .ignore();
         pipe.query_async::<()>(&mut conn).await.map_err(unavailable)
-    }
-
-    /// Whether the cluster writes the epoch layout of logs (`Keys::log_layout`): once
-    /// every live node advertises [`LOG_LAYOUT`] (older roomds advertise nothing), this
-    /// sets the cluster's flag, which is never unset; `true` once the flag is set. Call
-    /// it after this node's heartbeat (so this node is among the live ones).
-    pub async fn epoch_layout(&self, now_ms: i64) -> Result<bool, StoreError> {
-        let mut conn = self.conn.clone();
-        let mut pipe = redis::pipe();
-        pipe.get(self.keys.log_layout())
-            .zrangebyscore(self.keys.nodes(), format!("({now_ms}"), "+inf")
-            .hgetall(self.keys.node_layouts());
-        let (flag, live, layouts): (Option<u8>, Vec<String>, HashMap<String, u8>) =
-            pipe.query_async(&mut conn).await.map_err(unavailable)?;
-        if flag.is_some_and(|f| f >= LOG_LAYOUT) {
-            return Ok(true);
-        }
-        let all = !live.is_empty() && live.iter().all(|node| layouts.get(node).is_some_and(|l| *l >= LOG_LAYOUT));
-        if all {
-            conn.set::<_, _, ()>(self.keys.log_layout(), LOG_LAYOUT).await.map_err(unavailable)?;
-        }
-        Ok(all)
     }
 
     /// Like [`Membership::live`], with each node's heartbeat expiry (ms) and peer link
@@ -141,7 +111,6 @@ impl Membership {
         let removed: u8 = Script::new(include_str!("../redis/lua/forget.lua"))
             .key(self.keys.nodes())
             .key(self.keys.draining())
-            .key(self.keys.node_layouts())
             .key(self.keys.node_peers())
             .arg(node)
             .arg(seen_score)
@@ -151,7 +120,7 @@ impl Membership {
         Ok(removed == 1)
     }
 
-    /// Drops the draining flags, log layouts, peer addresses and reported stats of node ids
+    /// Drops the draining flags, peer addresses and reported stats of node ids
     /// no longer in the node set (which the heartbeat trims of ids silent for 60 heartbeat
     /// TTLs): how many. Atomic, so a node joining meanwhile keeps its entries.
     pub async fn sweep(&self) -> Result<u64, StoreError> {
@@ -159,7 +128,6 @@ impl Membership {
         Script::new(include_str!("../redis/lua/sweep.lua"))
             .key(self.keys.nodes())
             .key(self.keys.draining())
-            .key(self.keys.node_layouts())
             .key(self.keys.node_peers())
             .key(self.keys.node_stats())
             .invoke_async(&mut conn)

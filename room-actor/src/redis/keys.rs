@@ -16,21 +16,15 @@ pub fn room_of(game_pk: &str) -> Option<&str> {
 #[derive(Clone, Debug)]
 pub struct Keys {
     prefix: String,
-    /// Where the membership keys are: `<prefix>:nodes…` on one Redis (the layout older
-    /// nodes share), `<prefix>:{nodes}…` on a Redis Cluster, one slot, so that a
-    /// heartbeat or `lua/forget.lua` can touch them together.
+    /// Where the membership keys are: `<prefix>:{nodes}…`, one hash tag, so that on a
+    /// Redis Cluster they share a slot and a heartbeat or `lua/forget.lua` can touch them
+    /// together (on one Redis the tag changes nothing).
     nodes: String,
 }
 
 impl Keys {
     /// `prefix` separates deployments (and test runs) sharing one Redis.
     pub fn new(prefix: &str) -> Keys {
-        Keys { prefix: prefix.to_owned(), nodes: format!("{prefix}:nodes") }
-    }
-
-    /// The layout on a Redis Cluster: the same keys, but the membership ones share a hash
-    /// tag. (A room's keys already share its tag; every other key is used alone.)
-    pub fn clustered(prefix: &str) -> Keys {
         Keys { prefix: prefix.to_owned(), nodes: format!("{prefix}:{{nodes}}") }
     }
 
@@ -75,18 +69,6 @@ impl Keys {
         format!("{}:appender", self.prefix)
     }
 
-    /// Set to `2` once every live node wrote the epoch layout of logs (ids
-    /// `<epoch>-<seq>`, fences): from then on appends may skip the script
-    /// (`redis/append/`). Never unset.
-    pub fn log_layout(&self) -> String {
-        format!("{}:log-layout", self.prefix)
-    }
-
-    /// The log layout each node writes, by node id (older nodes have no entry).
-    pub fn node_layouts(&self) -> String {
-        format!("{}:layout", self.nodes)
-    }
-
     /// Node id → the address it takes peer links on (`cluster::link`), for nodes that do.
     pub fn node_peers(&self) -> String {
         format!("{}:peers", self.nodes)
@@ -107,16 +89,10 @@ impl Keys {
         format!("{}:meta", self.room(room_id))
     }
 
-    /// Ids of rooms that have not finished.
     /// One bucket of the lobby index (a sorted set of open rooms by lobby position, see
     /// `lobby.rs`), in a hash slot of its own.
     pub fn lobby(&self, bucket: u64) -> String {
         format!("{}:{{lobby:{bucket}}}:rooms", self.prefix)
-    }
-
-    /// Set once every open room of an older roomd is in the lobby index.
-    pub fn lobby_indexed(&self) -> String {
-        format!("{}:lobby:indexed", self.prefix)
     }
 
     /// The dataset marker: a random id written once by the first node of a dataset; gone
@@ -125,6 +101,7 @@ impl Keys {
         format!("{}:dataset", self.prefix)
     }
 
+    /// Ids of rooms that have not finished.
     pub fn open_rooms(&self) -> String {
         format!("{}:rooms:open", self.prefix)
     }
@@ -196,16 +173,11 @@ mod tests {
     }
 
     #[test]
-    fn on_a_cluster_the_membership_keys_share_one_slot_and_keep_their_names_elsewhere() {
-        let single = Keys::new("roomd");
+    fn the_membership_keys_share_one_hash_tag() {
+        let keys = Keys::new("roomd");
         assert_eq!(
-            [single.nodes(), single.draining(), single.node_stats(), single.node_peers()],
-            ["roomd:nodes", "roomd:nodes:draining", "roomd:nodes:stats", "roomd:nodes:peers"]
+            [keys.nodes(), keys.draining(), keys.node_stats(), keys.node_peers()],
+            ["roomd:{nodes}", "roomd:{nodes}:draining", "roomd:{nodes}:stats", "roomd:{nodes}:peers"]
         );
-        let cluster = Keys::clustered("roomd");
-        for key in [cluster.nodes(), cluster.draining(), cluster.node_stats(), cluster.node_peers()] {
-            assert!(key.starts_with("roomd:{nodes}"), "{key}");
-        }
-        assert_eq!(cluster.lease("r_1"), single.lease("r_1"));
     }
 }

@@ -33,16 +33,6 @@ impl Topology {
         }
     }
 
-    /// The key layout under `prefix`: on a cluster the membership keys share a hash tag
-    /// ([`Keys::clustered`]); one Redis keeps the older names ([`Keys::new`]), so a
-    /// rolling upgrade of a single-Redis cluster changes nothing.
-    pub fn keys(self, prefix: &str) -> Keys {
-        match self {
-            Topology::Single => Keys::new(prefix),
-            Topology::Cluster => Keys::clustered(prefix),
-        }
-    }
-
     /// How the store's log appends reach Redis ([`Appends`]).
     pub(crate) fn appends(self, thread_conns: &Arc<ThreadConns>, keys: &Keys) -> Appends {
         match self {
@@ -70,16 +60,16 @@ impl Topology {
 #[derive(Clone)]
 pub(crate) enum Appends {
     /// One Redis: group commit per thread, each entry checked or on the fast path
-    /// (`redis/append.rs`), many rooms' entries in one round trip.
+    /// (`redis/append/`), many rooms' entries in one round trip.
     Grouped(Arc<Appender>),
     /// A Redis Cluster: one `EVALSHA` of `redis/lua/append.lua` per entry, in its room's
     /// slot (a script may touch one slot only, and a batch's rooms are spread over
-    /// slots); the older layout of logs, checked every time, so no fast path to open.
+    /// slots); logs with `0-<seq>` ids and a last-seq counter, checked every time.
     OneByOne,
 }
 
 impl Appends {
-    /// Batches wait `window` after their first entry for more (see `redis/append.rs`);
+    /// Batches wait `window` after their first entry for more (see `redis/append/`);
     /// appends one by one are no batches.
     pub(crate) fn windowed(&self, window: Duration) -> Appends {
         match self {
@@ -116,22 +106,12 @@ impl Appends {
         }
     }
 
-    /// Every node writes the epoch layout of logs: grouped appends may take the fast
-    /// path from now on.
-    pub(crate) fn open_fast_path(&self) {
-        if let Appends::Grouped(appender) = self {
-            appender.open_fast_path();
-        }
-    }
-
-    pub(crate) fn fast_path_open(&self) -> bool {
-        matches!(self, Appends::Grouped(appender) if appender.fast_path_open())
-    }
-
-    /// Whether there is a fast path still to open: grouped appends before every node
-    /// writes the epoch layout of logs; never one by one, which has none.
-    pub(crate) fn awaits_fast_path(&self) -> bool {
-        matches!(self, Appends::Grouped(appender) if !appender.fast_path_open())
+    /// Whether logs are in the epoch layout (ids `<lease epoch>-<seq>`, `lua/append_checked.lua`),
+    /// which a node that takes a room over fences with a mark (`lua/fence.lua`). Logs
+    /// appended one by one keep `0-<seq>` ids and a last-seq counter, checked against
+    /// the lease by every append: a mark above them would refuse the next one.
+    pub(crate) fn epoch_layout(&self) -> bool {
+        matches!(self, Appends::Grouped(_))
     }
 }
 
@@ -149,11 +129,5 @@ mod tests {
     fn a_cluster_waits_a_heartbeat_and_a_half_before_a_subscription_lost_is_a_death() {
         assert_eq!(Topology::Single.bus_silence(500), Duration::ZERO);
         assert_eq!(Topology::Cluster.bus_silence(500), Duration::from_millis(750));
-    }
-
-    #[test]
-    fn only_a_cluster_puts_the_membership_keys_under_one_hash_tag() {
-        assert_eq!(Topology::Single.keys("roomd").node_peers(), "roomd:nodes:peers");
-        assert_eq!(Topology::Cluster.keys("roomd").node_peers(), "roomd:{nodes}:peers");
     }
 }

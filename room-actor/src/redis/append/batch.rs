@@ -20,16 +20,14 @@ const CANARY_TTL_MS: u64 = 24 * 3600 * 1000;
 const CANARY_REFRESH_EVERY: u32 = 1000;
 
 impl Appender {
-    /// The checked append of `entries` as one `EVALSHA` (the legacy layout kept unless
-    /// the fast path is open).
+    /// The checked append of `entries` as one `EVALSHA`.
     fn checked(&self, batch: &[Pending], entries: &[usize]) -> Cmd {
         let mut cmd = redis::cmd("EVALSHA");
-        cmd.arg(self.script.get_hash()).arg(entries.len() * 3);
+        cmd.arg(self.script.get_hash()).arg(entries.len() * 2);
         for &i in entries {
             let p = &batch[i];
-            cmd.arg(&p.log).arg(&p.counter).arg(&p.lease);
+            cmd.arg(&p.log).arg(&p.lease);
         }
-        cmd.arg(if self.fast_path_open() { "0" } else { "1" });
         for &i in entries {
             let p = &batch[i];
             cmd.arg(p.seq).arg(&p.bytes[..]).arg(p.token.as_bytes()).arg(p.epoch);
@@ -44,10 +42,9 @@ impl Appender {
         queue: &mut Queue,
         batch: &[Pending],
     ) -> Vec<Result<Appended, StoreError>> {
-        let fast_open = self.fast_path_open();
         let (fast, checked): (Vec<usize>, Vec<usize>) = (0..batch.len()).partition(|&i| {
             let p = &batch[i];
-            fast_open && queue.canary.is_some() && p.epoch > 0 && queue.follows(p)
+            queue.canary.is_some() && p.epoch > 0 && queue.follows(p)
         });
         self.stats.fast.fetch_add(fast.len() as u64, Ordering::Relaxed);
         let mut outcomes: Vec<Option<Result<Appended, StoreError>>> = vec![None; batch.len()];
@@ -129,9 +126,7 @@ impl Appender {
             .collect();
         for (p, outcome) in batch.iter().zip(&outcomes) {
             match outcome {
-                // Only an entry stored in the epoch layout opens its log's fast path: a log
-                // in the legacy layout is fenced by its lease alone (`lua/fence.lua`).
-                Ok(Appended::Stored) if fast_open => queue.stored(p),
+                Ok(Appended::Stored) => queue.stored(p),
                 _ => {
                     queue.known.remove(&p.log);
                 }

@@ -10,8 +10,7 @@
 //! before it reads the log) or after its own entry of that seq.
 //! - The **checked** append, `lua/append_checked.lua`: per entry, the lease token, the
 //!   seq against the log's top (and the top against the entry below it), then `XADD`. A
-//!   refused entry is refused alone. A room's first append under its lease goes this way,
-//!   as does every append while the cluster may still have older roomds in it.
+//!   refused entry is refused alone. A room's first append under its lease goes this way.
 //! - The **fast** append: a bare `XADD <epoch>-<seq>`, no script. It is taken only for the
 //!   entry that follows, under the same lease token, the last one this queue itself stored
 //!   in that log, so the only thing left to check is that nothing this queue stored since
@@ -77,7 +76,7 @@ use crate::redis::keys::Keys;
 use crate::redis::target::RedisTarget;
 use queue::drain;
 use redis::{Cmd, Script};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -105,7 +104,6 @@ pub enum Appended {
 /// One entry waiting for its batch.
 struct Pending {
     log: String,
-    counter: String,
     lease: String,
     seq: u64,
     bytes: Vec<u8>,
@@ -157,9 +155,6 @@ pub(crate) struct Appender {
     replicated: Option<Replicated>,
     /// How long a batch's first entry waits for others (zero: not at all).
     window: Duration,
-    /// Every node of the cluster writes the epoch layout (set once, never cleared): the
-    /// fast path is open, and the checked append stops keeping the legacy layout.
-    fast: Arc<AtomicBool>,
     /// The queues' canary keys start with this (each adds an id of its own).
     canary: String,
     queues: Mutex<crate::FastMap<ThreadId, mpsc::UnboundedSender<Pending>>>,
@@ -180,21 +175,20 @@ impl Appender {
     /// Appends through each thread's shared connection to one Redis (never a Redis
     /// Cluster: see the module doc).
     pub fn shared(conns: Arc<ThreadConns>, keys: &Keys) -> Appender {
-        Appender::with(Conns::Shared(conns), None, keys.appender_canary(), Arc::default())
+        Appender::with(Conns::Shared(conns), None, keys.appender_canary())
     }
 
     /// Appends on connections of the queues' own, each batch followed by `WAIT`.
     pub fn replicated(&self, target: RedisTarget, replicated: Replicated) -> Appender {
-        Appender::with(Conns::Own(target), Some(replicated), self.canary.clone(), self.fast.clone())
+        Appender::with(Conns::Own(target), Some(replicated), self.canary.clone())
     }
 
-    fn with(conns: Conns, replicated: Option<Replicated>, canary: String, fast: Arc<AtomicBool>) -> Appender {
+    fn with(conns: Conns, replicated: Option<Replicated>, canary: String) -> Appender {
         Appender {
             conns,
             script: Script::new(APPEND_CHECKED_LUA),
             replicated,
             window: Duration::ZERO,
-            fast,
             canary,
             queues: Mutex::default(),
             stats: Arc::default(),
@@ -203,19 +197,7 @@ impl Appender {
 
     /// The same appender with a batch window of `window` (before its first append).
     pub fn windowed(&self, window: Duration) -> Appender {
-        Appender {
-            window,
-            ..Appender::with(self.conns.clone(), self.replicated.clone(), self.canary.clone(), self.fast.clone())
-        }
-    }
-
-    /// From now on every node writes the epoch layout: appends may take the fast path.
-    pub fn open_fast_path(&self) {
-        self.fast.store(true, Ordering::Release);
-    }
-
-    pub fn fast_path_open(&self) -> bool {
-        self.fast.load(Ordering::Acquire)
+        Appender { window, ..Appender::with(self.conns.clone(), self.replicated.clone(), self.canary.clone()) }
     }
 
     /// Queues `bytes` (the encoded entry `seq`) for `room`'s game log `pk` in the next
@@ -234,7 +216,6 @@ impl Appender {
         let (done, rx) = oneshot::channel();
         let pending = Pending {
             log: keys.log(room, pk),
-            counter: keys.seq(room, pk),
             lease: keys.lease(room),
             seq,
             bytes,
@@ -323,7 +304,6 @@ mod tests {
         let (done, _) = oneshot::channel();
         Pending {
             log: log.into(),
-            counter: String::new(),
             lease: String::new(),
             seq,
             bytes: Vec::new(),

@@ -1,11 +1,9 @@
 -- Appends a batch of entries, each to its own game's log and each checked on its own
 -- (group commit: one round trip for many rooms). This is the checked append: a room's
--- first append under its lease, an append the fast path could not place, and every
--- append while some node may be an older roomd (`redis/append/mod.rs` says when).
---   KEYS[3i-2], KEYS[3i-1], KEYS[3i]: entry i's log stream, last-seq counter, room lease
---   ARGV[1]: '1' while older roomds may share the logs (the legacy layout: a log whose
---            entries are `0-<seq>` keeps that layout, and the last-seq counter is kept)
---   ARGV[4i-2], ARGV[4i-1], ARGV[4i], ARGV[4i+1]: entry i's seq, bincode entry, the
+-- first append under its lease, and an append the fast path could not place
+-- (`redis/append/mod.rs` says when).
+--   KEYS[2i-1], KEYS[2i]: entry i's log stream and room lease
+--   ARGV[4i-3], ARGV[4i-2], ARGV[4i-1], ARGV[4i]: entry i's seq, bincode entry, the
 --            writer's lease token ('' = no fencing) and its epoch (0 without a token)
 -- Returns one reply per entry, in order: its seq once stored, or the word why not:
 -- 'FENCED' (the lease, or a newer owner's mark in the log, belongs to someone else),
@@ -23,8 +21,6 @@
 -- one below it (Redis lost writes in a restart or failover, and an unchecked append went
 -- in above the hole) is removed, and the stream's last id set back, so the log reads as
 -- it did before that append and the writer is told where it really ends.
-local legacy = ARGV[1] == '1'
-
 local function split(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms), tonumber(seq)
@@ -59,10 +55,10 @@ local function settle(log)
 end
 
 local out = {}
-for i = 1, #KEYS / 3 do
-  local k = 3 * i - 2
-  local a = 4 * i - 2
-  local log, counter, lease = KEYS[k], KEYS[k + 1], KEYS[k + 2]
+for i = 1, #KEYS / 2 do
+  local k = 2 * i - 1
+  local a = 4 * i - 3
+  local log, lease = KEYS[k], KEYS[k + 1]
   local seq, bytes, token, epoch = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
   if token ~= '' and redis.call('GET', lease) ~= token then
     out[i] = 'FENCED'
@@ -76,9 +72,6 @@ for i = 1, #KEYS / 3 do
       out[i] = 'CONFLICT ' .. last
     else
       local id = epoch .. '-' .. seq
-      if legacy and top_epoch == 0 then
-        id = '0-' .. seq
-      end
       local added = redis.pcall('XADD', log, id, 'e', bytes)
       if type(added) == 'table' and added.err and top then
         -- The stream's last id can be ahead of its top (a repair removed an entry and
@@ -89,9 +82,6 @@ for i = 1, #KEYS / 3 do
       if type(added) == 'table' and added.err then
         out[i] = 'ERROR ' .. added.err
       else
-        if legacy then
-          redis.call('SET', counter, seq)
-        end
         out[i] = seq
       end
     end

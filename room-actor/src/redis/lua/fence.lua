@@ -3,11 +3,13 @@
 -- older owner can go in after it (XADD refuses an id below the stream's last id), even
 -- one sent unchecked on that owner's fast path (`lua/append_checked.lua`).
 --   KEYS[1] the room's lease, KEYS[2] the game's log
---   ARGV[1] the new owner's token, ARGV[2] its epoch, ARGV[3] '1' to fence a log still
---           in the legacy layout too (every node appends fast: no older roomd is about)
+--   ARGV[1] the new owner's token, ARGV[2] its epoch, ARGV[3] '1' where logs are in the
+--           epoch layout (one Redis: `lua/append_checked.lua`), '0' where they keep
+--           `0-<seq>` ids (a Redis Cluster: `lua/append.lua`)
 -- Returns 'OK', or 'FENCED' when the lease is no longer the caller's.
--- A log in the legacy layout (`0-<seq>` ids) while older roomds may share it is left as
--- it is: every append to it is checked against the lease, which is the fence there.
+-- A log with `0-<seq>` ids on a Redis Cluster gets no mark (its next `0-<seq+1>` entry
+-- would be refused below it): every append to it is checked against the lease, which is
+-- the fence there.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 'FENCED'
 end

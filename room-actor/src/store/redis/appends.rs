@@ -100,26 +100,9 @@ impl RedisStore {
         self.appends.batches()
     }
 
-    /// Entries appended on the fast path (a bare `XADD`, `redis/append.rs`) since start.
+    /// Entries appended on the fast path (a bare `XADD`, `redis/append/`) since start.
     pub fn fast_appends(&self) -> Option<u64> {
         self.appends.fast()
-    }
-
-    /// Every node of the cluster writes the epoch layout of logs (`Keys::log_layout`):
-    /// appends may take the fast path from now on. A Redis Cluster keeps its checked
-    /// append per entry (nothing changes there).
-    pub fn open_fast_path(&self) {
-        self.appends.open_fast_path();
-    }
-
-    pub fn fast_path_open(&self) -> bool {
-        self.appends.fast_path_open()
-    }
-
-    /// Whether the appends have a fast path still to open (one Redis, until every node
-    /// writes the epoch layout of logs; never on a Redis Cluster, which has none).
-    pub fn awaits_fast_path(&self) -> bool {
-        self.appends.awaits_fast_path()
     }
 
     /// Fences `game_pk`'s log for the holder of `token`, a node that has just taken the
@@ -134,7 +117,7 @@ impl RedisStore {
             .key(self.keys.log(room, game_pk))
             .arg(token)
             .arg(crate::redis::append::epoch_of(token))
-            .arg(if self.fast_path_open() { "1" } else { "0" })
+            .arg(if self.appends.epoch_layout() { "1" } else { "0" })
             .invoke_async(&mut conn)
             .await
             .map_err(unavailable)?;

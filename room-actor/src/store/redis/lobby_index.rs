@@ -1,12 +1,11 @@
 //! The Redis store's lobby index (a sorted set per bucket, `redis/keys.rs`): its pages,
-//! read for `GET /api/rooms`, and its upkeep (entries of ended rooms dropped, the rooms of
-//! an older roomd indexed once).
+//! read for `GET /api/rooms`, and its upkeep (entries of ended rooms dropped).
 
 use super::{unavailable, RedisStore};
 use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
 use crate::lobby::{self, LobbyFilter};
-use redis::{AsyncCommands, Cmd};
+use redis::Cmd;
 
 /// Index reads one lobby call may make before it answers a short page (a filter that
 /// admits few rooms).
@@ -91,32 +90,5 @@ impl RedisStore {
             })
             .collect();
         let _ = self.conn.each::<i64>(&removals).await;
-    }
-
-    /// Puts every open room into the lobby index once (rooms an older roomd created are
-    /// only in the set of open rooms); later changes keep it up to date (`put_room`).
-    pub async fn index_lobby(&self) -> Result<usize, StoreError> {
-        let mut conn = self.conn.clone();
-        let done: Option<String> = conn.get(self.keys.lobby_indexed()).await.map_err(unavailable)?;
-        if done.is_some() {
-            return Ok(0);
-        }
-        let ids: Vec<String> = conn.smembers(self.keys.open_rooms()).await.map_err(unavailable)?;
-        let mut indexed = 0;
-        for chunk in ids.chunks(500) {
-            let gets: Vec<Cmd> = chunk.iter().map(|id| Cmd::get(self.keys.meta(id))).collect();
-            let metas: Vec<Option<String>> = self.conn.each(&gets).await.map_err(unavailable)?;
-            let adds: Vec<Cmd> = metas
-                .into_iter()
-                .flatten()
-                .filter_map(|j| serde_json::from_str::<RoomInfo>(&j).ok())
-                .filter(|info| info.status != RoomStatus::Ended)
-                .map(|info| Cmd::zadd(self.keys.lobby(lobby::bucket(&info.room_id)), lobby::position(&info), 0))
-                .collect();
-            indexed += adds.len();
-            self.conn.each::<i64>(&adds).await.map_err(unavailable)?;
-        }
-        conn.set::<_, _, ()>(self.keys.lobby_indexed(), "1").await.map_err(unavailable)?;
-        Ok(indexed)
     }
 }

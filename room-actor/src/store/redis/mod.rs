@@ -95,8 +95,8 @@ fn entry_body(id: &redis::streams::StreamId) -> Result<Option<Vec<u8>>, StoreErr
     Err(StoreError::Corrupt(format!("stream entry {} has no body", id.id)))
 }
 
-/// The seq an entry id of a log stands for (`<epoch>-<seq>`, `0-<seq>` in the legacy
-/// layout; a fence mark's is the seq of the entry below it).
+/// The seq an entry id of a log stands for (`<epoch>-<seq>`, or `0-<seq>` on a Redis
+/// Cluster; a fence mark's is the seq of the entry below it).
 pub(crate) fn seq_of_id(id: &str) -> Option<u64> {
     id.split_once('-').and_then(|(_, seq)| seq.parse().ok())
 }
@@ -143,7 +143,7 @@ impl RedisStore {
     pub async fn connect_to(target: &RedisTarget, prefix: &str) -> Result<RedisStore, StoreError> {
         let conn = target.connect().await?;
         let topology = Topology::of(target);
-        let keys = topology.keys(prefix);
+        let keys = Keys::new(prefix);
         let thread_conns = Arc::new(ThreadConns::new(target.clone()));
         let appends = topology.appends(&thread_conns, &keys);
         Ok(RedisStore {
