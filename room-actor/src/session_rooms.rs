@@ -98,8 +98,10 @@ impl SessionRooms {
                     if forget {
                         inner.entries.remove(room);
                     }
-                    inner.deliver(room, &route, verb, received);
-                    return;
+                    if inner.deliver(room, &route, verb, received) || forget {
+                        return;
+                    }
+                    None
                 }
                 Route::Finding(waiting) => {
                     waiting.push((verb, received));
@@ -107,10 +109,14 @@ impl SessionRooms {
                 }
                 Route::None => {
                     entry.route = Route::Finding(vec![(verb, received)]);
-                    inner.rooms.route(room)
+                    Some(inner.rooms.route(room))
                 }
             }
         };
+        // The room's actor here did not take the verb (it was answered): the route may
+        // lead to an actor that stopped (a lease lost, a room handed over), which tells
+        // only its subscribers so. Dropped, so the next verb looks the room up again.
+        let Some(lookup) = lookup else { return self.stale(room) };
         match lookup {
             Lookup::Now(found) => self.found(room, found, false),
             Lookup::Later(lookup) => {
@@ -246,11 +252,8 @@ impl SessionRooms {
                 entry.route = Route::Found(route.clone());
                 // A watched room found anew is subscribed at once (once: a waiting
                 // subscription is that subscription).
-                let mut subscribed = false;
-                if watched {
-                    inner.subscribe(&route);
-                    subscribed = true;
-                }
+                let subscribed = watched;
+                let mut taken = !subscribed || inner.subscribe(&route);
                 for (verb, received) in waiting {
                     if subscribed && matches!(verb, SessionVerb::Subscribe(_)) {
                         continue;
@@ -258,7 +261,11 @@ impl SessionRooms {
                     if matches!(verb, SessionVerb::Unsubscribe(_)) {
                         inner.entries.remove(room);
                     }
-                    inner.deliver(room, &route, verb, received);
+                    taken &= inner.deliver(room, &route, verb, received);
+                }
+                if !taken {
+                    drop(inner);
+                    self.stale(room);
                 }
             }
             Err(missing) => {
@@ -281,18 +288,20 @@ impl Inner {
         })
     }
 
-    /// Subscribes at `route`, with the caller's RTT when it has one.
-    fn subscribe(&self, route: &RoomRef) {
+    /// Subscribes at `route`, with the caller's RTT when it has one; `false` if the
+    /// room's actor here did not take it.
+    fn subscribe(&self, route: &RoomRef) -> bool {
         let now = Instant::now();
-        let _ = route.tell(&self.caller, Subscribe, now);
+        let taken = route.tell(&self.caller, Subscribe, now).is_ok();
         if let Some(rtt_ms) = self.rtt_ms {
             let _ = route.tell(&self.caller, Rtt { rtt_ms }, now);
         }
+        taken
     }
 
     /// Hands `verb` to the room; one its actor here did not take (a full mailbox, an
-    /// actor that stopped) is answered: an action is to be sent again.
-    fn deliver(&self, room: &str, route: &RoomRef, verb: SessionVerb, received: Instant) {
+    /// actor that stopped) is answered: an action is to be sent again. `false` then.
+    fn deliver(&self, room: &str, route: &RoomRef, verb: SessionVerb, received: Instant) -> bool {
         let refused = match verb {
             SessionVerb::Subscribe(_) => return self.subscribe(route),
             SessionVerb::Act(act) => {
@@ -302,17 +311,14 @@ impl Inner {
             SessionVerb::Chat(chat) => {
                 route.tell(&self.caller, chat, received).is_err().then(|| (wire::room_unavailable(room), true))
             }
-            other => {
-                let _ = route.tell(&self.caller, other, received);
-                None
-            }
+            other => return route.tell(&self.caller, other, received).is_ok(),
         };
-        if let Some((text, counted)) = refused {
-            if counted {
-                self.errors.inc();
-            }
-            self.caller.out.do_send(ToClient::frame(text));
+        let Some((text, counted)) = refused else { return true };
+        if counted {
+            self.errors.inc();
         }
+        self.caller.out.do_send(ToClient::frame(text));
+        false
     }
 
     /// The answer to a verb for a room that was not found (`missing`).
@@ -369,6 +375,11 @@ mod tests {
 
     /// An embedded node with one tally room, `r1` (host `h`), and a session of `h`'s.
     fn node() -> (SessionRooms, mpsc::UnboundedReceiver<serde_json::Value>, IntCounter) {
+        let (rooms, rx, errors, _) = node_with_directory();
+        (rooms, rx, errors)
+    }
+
+    fn node_with_directory() -> (SessionRooms, mpsc::UnboundedReceiver<serde_json::Value>, IntCounter, Arc<Directory>) {
         let directory = Arc::new(Directory::new());
         crate::spawn::tally_r1_for_tests(directory.clone());
         let (tx, rx) = mpsc::unbounded_channel();
@@ -380,7 +391,12 @@ mod tests {
             lost: frames.recipient(),
         };
         let errors = IntCounter::new("errors", "errors").unwrap();
-        (SessionRooms::new(Rooms::new("n1".into(), directory, None), caller, errors.clone()), rx, errors)
+        (
+            SessionRooms::new(Rooms::new("n1".into(), directory.clone(), None), caller, errors.clone()),
+            rx,
+            errors,
+            directory,
+        )
     }
 
     #[actix::test]
@@ -422,5 +438,32 @@ mod tests {
         rooms.lost("r1", Some(9));
         let resend = next(&mut rx).await;
         assert_eq!((resend["code"].as_str(), resend["cs"].as_u64()), (Some("room_unavailable"), Some(9)), "{resend}");
+    }
+
+    #[actix::test]
+    async fn a_route_to_an_actor_that_stopped_is_looked_up_again_by_the_next_verb() {
+        let (rooms, mut rx, _, directory) = node_with_directory();
+        rooms.tell("r1", Act { cs: 1, action: r#"{"type":"bump"}"#.into() }, Instant::now());
+        assert_eq!(next(&mut rx).await["code"], "not_started");
+        // The room stops without a word to this session (it never subscribed): a lease
+        // lost, a room handed over.
+        let handle = directory.handle("r1").expect("r1 runs");
+        handle.handover().try_send(crate::messages::Handover).expect("the room takes the handover");
+        for _ in 0..100 {
+            if directory.handle("r1").is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(directory.handle("r1").is_none(), "the room stopped");
+        // The action that finds the actor gone is to be sent again; the next one looks
+        // the room up anew and hears it is gone, instead of resending forever.
+        rooms.tell("r1", Act { cs: 2, action: r#"{"type":"bump"}"#.into() }, Instant::now());
+        let resend = next(&mut rx).await;
+        assert_eq!((resend["code"].as_str(), resend["cs"].as_u64()), (Some("room_unavailable"), Some(2)), "{resend}");
+        rooms.tell("r1", Act { cs: 3, action: r#"{"type":"bump"}"#.into() }, Instant::now());
+        let reject = next(&mut rx).await;
+        assert_eq!((reject["t"].as_str(), reject["cs"].as_u64()), (Some("reject"), Some(3)), "{reject}");
+        assert_eq!(reject["code"], "unknown_room", "{reject}");
     }
 }
