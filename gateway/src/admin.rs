@@ -5,8 +5,8 @@
 //! Reads work in both modes through the rooms service (`room_actor::rooms_service`):
 //! embedded from this node's directory, cluster-wide from Redis in a fixed number of round
 //! trips per page. Verbs travel to
-//! the room wherever it lives through its `RoomRef`, exactly like the player verbs
-//! (`close`, `kick`, `inspect`), and a node drain goes to its node as `NodeCmd::Drain`,
+//! the room wherever it lives through the rooms service, exactly like the player verbs
+//! (`close`, `kick`, `unkick`, `inspect`), waiting out a room between owners, and a node drain goes to its node as `NodeCmd::Drain`,
 //! which drains exactly as SIGTERM does.
 //!
 //! Every verb writes one audit line (`target: "audit"`: who, action, target, outcome) and
@@ -20,10 +20,10 @@ use actix_web::dev::Payload;
 use actix_web::http::{header, StatusCode};
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use engine::PlayerId;
-use room_actor::messages::{Close, Kick, RoomOpError, Unkick};
+use room_actor::messages::{Ask, Close, Kick, Unkick};
 use room_actor::room_ref::Inspection;
 use room_actor::rooms_service::{DrainRefused, RoomFilter};
-use room_actor::{RoomInfo, RoomRef};
+use room_actor::RoomInfo;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::future::{ready, Ready};
@@ -205,7 +205,7 @@ async fn rooms(state: web::Data<AppState>, _op: Operator, q: web::Query<RoomsQue
 }
 
 async fn room(state: web::Data<AppState>, _op: Operator, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let (mut view, owner) = match state.rooms.find(&path).await?.inspect().await? {
+    let (mut view, owner) = match state.rooms.inspect(&path).await? {
         Inspection::Live { view, node } => (serde_json::to_value(view).unwrap_or_default(), Some(node)),
         Inspection::Stored(info) => (json!({"info": info, "seq": null, "subscribers": 0, "recent": []}), None),
     };
@@ -253,18 +253,15 @@ fn body_or_default<T: serde::de::DeserializeOwned + Default>(body: &[u8]) -> Res
         .map_err(|e| ApiError::bad_request("bad_json", format!("요청 형식이 올바르지 않아요 ({e})")))
 }
 
-/// Runs a room verb on the room wherever it is and audits it.
-async fn room_verb<F>(
+/// Runs a room verb on the room wherever it is (waiting out a move) and audits it.
+async fn room_verb(
     state: &AppState,
     action: &'static str,
     room: &str,
     detail: &str,
-    verb: impl FnOnce(RoomRef) -> F,
-) -> Result<HttpResponse, ApiError>
-where
-    F: std::future::Future<Output = Result<RoomInfo, RoomOpError>>,
-{
-    let outcome: Result<RoomInfo, ApiError> = async { Ok(verb(state.rooms.find(room).await?).await?) }.await;
+    verb: impl Ask<Answer = RoomInfo>,
+) -> Result<HttpResponse, ApiError> {
+    let outcome: Result<RoomInfo, ApiError> = state.rooms.ask(room, verb).await.map_err(ApiError::from);
     match outcome {
         Ok(info) => {
             state.admin.audit(action, room, "ok", detail);
@@ -285,8 +282,7 @@ async fn close(
 ) -> Result<HttpResponse, ApiError> {
     let body: CloseBody = body_or_default(&body)?;
     let detail = format!("reason={}", body.reason);
-    room_verb(&state, "close", &path, &detail, |room| async move { room.ask(Close { reason: body.reason }).await })
-        .await
+    room_verb(&state, "close", &path, &detail, Close { reason: body.reason }).await
 }
 
 async fn kick(
@@ -297,8 +293,7 @@ async fn kick(
 ) -> Result<HttpResponse, ApiError> {
     let body = UserBody::parse(&body)?;
     let detail = format!("user={} reason={}", body.user, body.reason);
-    let verb =
-        |room: RoomRef| async move { room.ask(Kick { user: PlayerId::from(body.user), reason: body.reason }).await };
+    let verb = Kick { user: PlayerId::from(body.user), reason: body.reason };
     room_verb(&state, "kick", &path, &detail, verb).await
 }
 
@@ -311,7 +306,7 @@ async fn unkick(
 ) -> Result<HttpResponse, ApiError> {
     let body = UserBody::parse(&body)?;
     let detail = format!("user={} reason={}", body.user, body.reason);
-    let verb = |room: RoomRef| async move { room.ask(Unkick { user: PlayerId::from(body.user) }).await };
+    let verb = Unkick { user: PlayerId::from(body.user) };
     room_verb(&state, "unkick", &path, &detail, verb).await
 }
 

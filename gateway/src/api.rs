@@ -295,7 +295,7 @@ async fn list(state: web::Data<AppState>, _user: User, q: web::Query<ListQuery>)
 }
 
 async fn get_room(state: web::Data<AppState>, _user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(state.rooms.find(&path).await?.info().await?))
+    Ok(HttpResponse::Ok().json(state.rooms.info(&path).await?))
 }
 
 #[derive(Deserialize, Default)]
@@ -324,12 +324,11 @@ async fn sit(
     if !bot {
         state.rooms.take_waiting_seat(&user.id, &path).await.map_err(refused)?;
     }
-    let room = state.rooms.find(&path).await?;
-    Ok(HttpResponse::Ok().json(room.ask(TakeSeat { user: user.id, name: user.name, bot }).await?))
+    Ok(HttpResponse::Ok().json(state.rooms.ask(&path, TakeSeat { user: user.id, name: user.name, bot }).await?))
 }
 
 async fn leave(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    Ok(HttpResponse::Ok().json(state.rooms.find(&path).await?.ask(LeaveSeat { user: user.id }).await?))
+    Ok(HttpResponse::Ok().json(state.rooms.ask(&path, LeaveSeat { user: user.id }).await?))
 }
 
 /// `DELETE /api/rooms/{room}/seats/{userId}`: the host removes a seated player (or bot)
@@ -341,11 +340,11 @@ async fn remove_seat(
 ) -> Result<HttpResponse, ApiError> {
     let (room, target) = path.into_inner();
     let verb = RemoveSeat { by: user.id, user: PlayerId::from(target) };
-    Ok(HttpResponse::Ok().json(state.rooms.find(&room).await?.ask(verb).await?))
+    Ok(HttpResponse::Ok().json(state.rooms.ask(&room, verb).await?))
 }
 
 async fn start(state: web::Data<AppState>, user: User, path: web::Path<String>) -> Result<HttpResponse, ApiError> {
-    let game_pk = state.rooms.find(&path).await?.ask(Start { user: user.id }).await?;
+    let game_pk = state.rooms.ask(&path, Start { user: user.id }).await?;
     Ok(HttpResponse::Ok().json(json!({"gamePk": game_pk})))
 }
 

@@ -274,3 +274,36 @@ async fn an_operator_drains_another_node_remotely_as_sigterm_would() {
         "no audit line for the drain: {log}"
     );
 }
+
+/// HTTP calls (players' and operators') wait out a room between owners: through the node
+/// that survives, a read, a seat and an operator's inspection of a room whose owner was
+/// just SIGKILLed are answered by its new owner, not `room_unavailable`.
+#[tokio::test]
+async fn http_calls_on_a_room_whose_owner_was_sigkilled_are_answered_by_its_new_owner() {
+    let _serial = SERIAL.lock().await;
+    let prefix = prefix();
+    let mut nodes = [node("ha", &prefix), node("hb", &prefix)];
+    until_all_see(&[&nodes[0], &nodes[1]], 2).await;
+    let http = reqwest::Client::new();
+    let mut on_hb = None;
+    for i in 0..20 {
+        let (_, host) = token(&http, &nodes[0], &format!("host{i}")).await;
+        let (room, owner) = room(&http, &nodes[0], &host).await;
+        if owner == "hb" {
+            on_hb = Some((room, host));
+            break;
+        }
+    }
+    let (room, host) = on_hb.expect("a room placed on hb in 20 tries");
+    let (guest_id, guest) = token(&http, &nodes[0], "guest").await;
+
+    nodes[1].kill();
+    // At once: the cluster has not found hb dead yet, and the room is between owners.
+    let (status, info) = get(&http, format!("{}/api/rooms/{room}", nodes[0].base), Some(&host)).await;
+    assert_eq!((status, info["node"].as_str()), (200, Some("ha")), "{info}");
+    let (status, seated) = post(&http, format!("{}/api/rooms/{room}/seats", nodes[0].base), &guest, json!({})).await;
+    assert_eq!(status, 200, "{seated}");
+    assert!(seated.to_string().contains(&guest_id), "the guest sits: {seated}");
+    let (status, view) = get(&http, format!("{}/admin/api/rooms/{room}", nodes[0].base), Some(ADMIN)).await;
+    assert_eq!((status, view["node"].as_str(), view["active"].as_bool()), (200, Some("ha"), Some(true)), "{view}");
+}

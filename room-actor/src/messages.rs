@@ -76,8 +76,9 @@ impl From<Recipient<ToClient>> for Out {
 /// A request verb: a message the room answers with `Self::Answer` or a refusal.
 /// Implemented by `room_requests!` for every verb it lists.
 /// (Its `actix::Message` result is `Result<Self::Answer, RoomOpError>`: the generated
-/// dispatch does not compile otherwise.)
-pub trait Ask: Serialize + DeserializeOwned + Send + 'static {
+/// dispatch does not compile otherwise. `Clone`: a call that waits out a room's move
+/// sends it again where the room went, `room_ref.rs`.)
+pub trait Ask: Clone + Serialize + DeserializeOwned + Send + 'static {
     /// What the room answers.
     type Answer: Serialize + DeserializeOwned + Send + 'static;
 
@@ -228,12 +229,12 @@ impl From<MailboxError> for RoomOpError {
 // ---- Requests: answered with a value or a `RoomOpError` --------------------------------
 
 /// The room's public info.
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct GetInfo;
 
 /// Sit down (`bot: false`) or, for the host, add a bot.
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct TakeSeat {
     pub user: PlayerId,
@@ -242,7 +243,7 @@ pub struct TakeSeat {
 }
 
 /// Leave the seat: before the start it frees the seat; during a game it is `on_leave`.
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct LeaveSeat {
     pub user: PlayerId,
@@ -251,7 +252,7 @@ pub struct LeaveSeat {
 /// The host removes a seated player (or bot) before the start; the removed player's
 /// sockets are told why (`removed_from_seat`) and stay subscribed as spectators. The
 /// player may not sit in this room again (`TakeSeat` answers 403 `removed_from_seat`).
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct RemoveSeat {
     /// Who asks (must be the host).
@@ -261,7 +262,7 @@ pub struct RemoveSeat {
 }
 
 /// Start the game (host only). Answers the new game's `gamePk`.
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<String, RoomOpError>")]
 pub struct Start {
     pub user: PlayerId,
@@ -289,7 +290,7 @@ pub(crate) struct BotWake {
 /// with a result whose summary carries `reason` (recorded like any finished game); every
 /// watcher gets `{"t":"error","code":"room_closed"}` with the reason and the room stops.
 /// Answers the room's info as it was closed.
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct Close {
     pub reason: String,
@@ -299,7 +300,7 @@ pub struct Close {
 /// sockets watching the room get `{"t":"error","code":"kicked"}` with the reason and stop
 /// watching; a seat is given up as by `LeaveSeat`. A kicked user may not come back to this
 /// room (neither a seat nor watching) for the room's life; other rooms are unaffected.
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct Kick {
     pub user: PlayerId,
@@ -309,14 +310,14 @@ pub struct Kick {
 /// Operators: lift a kick (`POST /admin/api/rooms/{id}/unkick`): `user` may sit and
 /// watch in this room again. A user who was not kicked here is `404 not_kicked`.
 /// Answers the room's info.
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<RoomInfo, RoomOpError>")]
 pub struct Unkick {
     pub user: PlayerId,
 }
 
 /// Operators: what a room is doing, without any hidden game state.
-#[derive(Debug, Message, Serialize, Deserialize)]
+#[derive(Debug, Clone, Message, Serialize, Deserialize)]
 #[rtype(result = "Result<AdminView, RoomOpError>")]
 pub struct Inspect;
 

@@ -47,7 +47,7 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 macro_rules! room_requests {
     ($($(#[$doc:meta])* $verb:ident -> $answer:ty),* $(,)?) => {
         /// Any request verb, as one value (between nodes: bincode inside `RoomCmd::Ask`).
-        #[derive(Debug, serde::Serialize, serde::Deserialize)]
+        #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
         pub enum Request {
             $($(#[$doc])* $verb($verb)),*
         }

@@ -148,6 +148,51 @@ impl Rooms {
         }
     }
 
+    /// Asks `room` `verb` wherever it runs, as [`RoomRef::ask`], and waits out a move:
+    /// a room between owners (a drain, a failover), or not where it was found, is looked
+    /// up again after a pause, for up to [`MOVE_WAIT`]. Only a try that ran nothing is
+    /// made again, so the verb runs once at most; a node that did not answer in time is
+    /// `room_unavailable` at once.
+    pub async fn ask<V: Ask>(&self, room: &str, verb: V) -> Result<V::Answer, RoomOpError> {
+        self.healing(room, |found| {
+            let verb = verb.clone();
+            Box::pin(async move { found.attempt(verb).await })
+        })
+        .await
+    }
+
+    /// `room`'s public info wherever it runs (a room no node runs: its stored info),
+    /// waiting out a move as [`Rooms::ask`] does.
+    pub async fn info(&self, room: &str) -> Result<RoomInfo, RoomOpError> {
+        self.healing(room, |found| Box::pin(async move { found.info_attempt().await })).await
+    }
+
+    /// Operators: what `room` is doing and on which node, waiting out a move as
+    /// [`Rooms::ask`] does.
+    pub async fn inspect(&self, room: &str) -> Result<Inspection, RoomOpError> {
+        self.healing(room, |found| Box::pin(async move { found.inspect_attempt().await })).await
+    }
+
+    /// Finds `room` and makes `attempt` there, again wherever the room is now after each
+    /// of [`move_pauses`] while an attempt finds it not there (cluster mode: an embedded
+    /// node's rooms never move, and one whose actor stopped is gone).
+    async fn healing<T>(
+        &self,
+        room: &str,
+        mut attempt: impl FnMut(RoomRef) -> LocalBoxFuture<'static, Attempt<T>>,
+    ) -> Result<T, RoomOpError> {
+        let mut pauses = move_pauses(if self.cluster.is_some() { MOVE_WAIT } else { Duration::ZERO });
+        loop {
+            if let Attempt::Done(answer) = attempt(self.find(room).await?).await {
+                return answer;
+            }
+            match pauses.next() {
+                Some(pause) => tokio::time::sleep(pause).await,
+                None => return Err(RoomOpError::unavailable()),
+            }
+        }
+    }
+
     /// For WebSocket sessions (`session_rooms.rs`): the room where it runs. A room between owners (or a
     /// store that does not answer) is [`Missing::Moving`], never `Unknown`.
     pub(crate) fn route(&self, room: &str) -> Lookup {
@@ -224,17 +269,47 @@ fn moved(found: Owner, was: Option<(&str, Option<&str>)>) -> Option<Moved> {
     }
 }
 
-/// A room's answer from another node: the request's own answer, decoded, or the room's
-/// refusal as it came; no answer of the expected kind (`NotHere`, a timeout, an answer
-/// that does not decode) is `room_unavailable`.
-fn answer_of<V: Ask>(reply: Reply) -> Result<V::Answer, RoomOpError> {
-    match reply {
-        Reply::Answer(Ok(json)) => {
+/// One try of a request at a [`RoomRef`].
+enum Attempt<A> {
+    /// The room's answer or refusal, or `room_unavailable` when no answer came (the
+    /// request may have run).
+    Done(Result<A, RoomOpError>),
+    /// Nothing ran: the room is not where the reference points (its actor here stopped,
+    /// its node does not hold it or could not be sent to, no node runs it). Asked again
+    /// where the room is now, the request runs once at most.
+    NotThere,
+}
+
+/// A room's answer from another node (`None`: none in time): the request's own answer,
+/// decoded, or the room's refusal as it came; `NotHere` is [`Attempt::NotThere`], and
+/// anything else (an answer that does not decode) `room_unavailable`.
+fn answer_of<V: Ask>(reply: Option<Reply>) -> Attempt<V::Answer> {
+    Attempt::Done(match reply {
+        Some(Reply::NotHere) => return Attempt::NotThere,
+        Some(Reply::Answer(Ok(json))) => {
             serde_json::from_str::<Answer>(&json).ok().and_then(V::from_answer).ok_or_else(RoomOpError::unavailable)
         }
-        Reply::Answer(Err(e)) => Err(e),
-        Reply::NotHere | Reply::Accepted => Err(RoomOpError::unavailable()),
-    }
+        Some(Reply::Answer(Err(e))) => Err(e),
+        Some(Reply::Accepted) | None => Err(RoomOpError::unavailable()),
+    })
+}
+
+/// How long an HTTP call waits out a room between owners (a drain, a failover: the
+/// cluster's failover takes well under a second) before it answers `room_unavailable`.
+pub const MOVE_WAIT: Duration = Duration::from_secs(3);
+/// The first pause before a room between owners is looked up again; each later pause
+/// doubles, up to [`MOVE_PAUSE_MAX`].
+const MOVE_PAUSE: Duration = Duration::from_millis(50);
+const MOVE_PAUSE_MAX: Duration = Duration::from_millis(400);
+
+/// The pauses of a call that waits out a move: 50, 100, 200, 400, 400… ms while they
+/// end within `wait`.
+fn move_pauses(wait: Duration) -> impl Iterator<Item = Duration> {
+    let mut waited = Duration::ZERO;
+    std::iter::successors(Some(MOVE_PAUSE), |p| Some((*p * 2).min(MOVE_PAUSE_MAX))).take_while(move |p| {
+        waited += *p;
+        waited <= wait
+    })
 }
 
 impl RoomRef {
@@ -243,35 +318,59 @@ impl RoomRef {
         &self.room
     }
 
-    /// Asks the room `verb` (any request of `messages.rs`), wherever it runs: its answer,
-    /// the room's refusal, or `room_unavailable` (a room no node runs this moment, a node
-    /// that does not answer).
+    /// Asks the room `verb` (any request of `messages.rs`) where this reference points:
+    /// its answer, the room's refusal, or `room_unavailable` (a room no node runs this
+    /// moment, a node that does not answer). [`Rooms::ask`] follows a room that moved.
     pub async fn ask<V: Ask>(&self, verb: V) -> Result<V::Answer, RoomOpError> {
+        match self.attempt(verb).await {
+            Attempt::Done(answer) => answer,
+            Attempt::NotThere => Err(RoomOpError::unavailable()),
+        }
+    }
+
+    async fn attempt<V: Ask>(&self, verb: V) -> Attempt<V::Answer> {
         match &*self.at {
-            At::Local { handle, .. } => handle.ask(verb).await,
+            // An actor that stopped never saw the request.
+            At::Local { handle, .. } if !handle.connected() => Attempt::NotThere,
+            At::Local { handle, .. } => Attempt::Done(handle.ask(verb).await),
             At::Remote { node, cluster, .. } => {
                 let verb = encode(&verb.into_request());
                 answer_of::<V>(cluster.request(node, &self.room, |req| RoomCmd::Ask { req, verb }).await)
             }
-            At::Stored(_) => Err(RoomOpError::unavailable()),
+            At::Stored(_) => Attempt::NotThere,
         }
     }
 
     /// The room's public info (a room no node runs: its stored info).
     pub async fn info(&self) -> Result<RoomInfo, RoomOpError> {
+        match self.info_attempt().await {
+            Attempt::Done(info) => info,
+            Attempt::NotThere => Err(RoomOpError::unavailable()),
+        }
+    }
+
+    async fn info_attempt(&self) -> Attempt<RoomInfo> {
         match &*self.at {
-            At::Stored(info) => Ok(RoomInfo::clone(info)),
-            _ => self.ask(GetInfo).await,
+            At::Stored(info) => Attempt::Done(Ok(RoomInfo::clone(info))),
+            _ => self.attempt(GetInfo).await,
         }
     }
 
     /// Operators: what the room is doing, and on which node.
     pub async fn inspect(&self) -> Result<Inspection, RoomOpError> {
+        match self.inspect_attempt().await {
+            Attempt::Done(inspection) => inspection,
+            Attempt::NotThere => Err(RoomOpError::unavailable()),
+        }
+    }
+
+    async fn inspect_attempt(&self) -> Attempt<Inspection> {
         match &*self.at {
-            At::Local { node, .. } | At::Remote { node, .. } => {
-                Ok(Inspection::Live { view: self.ask(Inspect).await?, node: node.clone() })
-            }
-            At::Stored(info) => Ok(Inspection::Stored(RoomInfo::clone(info))),
+            At::Local { node, .. } | At::Remote { node, .. } => match self.attempt(Inspect).await {
+                Attempt::Done(view) => Attempt::Done(view.map(|view| Inspection::Live { view, node: node.clone() })),
+                Attempt::NotThere => Attempt::NotThere,
+            },
+            At::Stored(info) => Attempt::Done(Ok(Inspection::Stored(RoomInfo::clone(info)))),
         }
     }
 
@@ -309,6 +408,31 @@ mod tests {
     }
 
     #[test]
+    fn a_call_waits_out_a_move_with_doubling_pauses_for_at_most_move_wait() {
+        let pauses: Vec<u64> = move_pauses(MOVE_WAIT).map(|p| p.as_millis() as u64).collect();
+        assert_eq!(pauses, [50, 100, 200, 400, 400, 400, 400, 400, 400]);
+        assert!(pauses.iter().sum::<u64>() <= MOVE_WAIT.as_millis() as u64);
+        // Rooms that never move (embedded) are not waited for.
+        assert_eq!(move_pauses(Duration::ZERO).count(), 0);
+    }
+
+    #[test]
+    fn only_a_try_that_ran_nothing_is_made_again() {
+        let again = |reply: Option<Reply>| matches!(answer_of::<GetInfo>(reply), Attempt::NotThere);
+        // The node does not hold the room, or the request was never sent: nothing ran.
+        assert!(again(Some(Reply::NotHere)));
+        // No answer in time: it may have run; answered `room_unavailable`, never again.
+        assert!(!again(None));
+        let Attempt::Done(Err(e)) = answer_of::<GetInfo>(None) else { panic!("no answer is an answer") };
+        assert_eq!(e.code, "room_unavailable");
+        // The room's own refusal is its answer.
+        let Attempt::Done(Err(e)) = answer_of::<GetInfo>(Some(Reply::Answer(Err(refusal())))) else {
+            panic!("a refusal is an answer")
+        };
+        assert_eq!(e.code, "room_full");
+    }
+
+    #[test]
     fn a_followed_room_is_subscribed_again_only_where_it_went() {
         let there = |node: &str, token: Option<&str>| Owner::There { node: node.into(), token: token.map(Into::into) };
         let to = |m: Option<Moved>| match m {
@@ -333,6 +457,14 @@ mod tests {
         assert!(moved(Owner::Unknown, None).is_none());
     }
 
+    /// A reply's decoded answer (`NotHere` is not one: `only_a_try_that_ran_nothing…`).
+    fn decoded<V: Ask>(reply: Reply) -> Result<V::Answer, RoomOpError> {
+        match answer_of::<V>(Some(reply)) {
+            Attempt::Done(answer) => answer,
+            Attempt::NotThere => panic!("an answer, not NotHere"),
+        }
+    }
+
     #[test]
     fn remote_answers_decode_or_are_unavailable() {
         let info = serde_json::json!({
@@ -340,16 +472,15 @@ mod tests {
             "graceSec": 30, "minPlayers": 1, "maxPlayers": 4, "createdAt": 5
         });
         let answer = serde_json::json!({ "TakeSeat": info }).to_string();
-        let ok = answer_of::<TakeSeat>(Reply::Answer(Ok(answer.clone()))).unwrap();
+        let ok = decoded::<TakeSeat>(Reply::Answer(Ok(answer.clone()))).unwrap();
         assert_eq!((ok.room_id.as_str(), ok.status), ("r", RoomStatus::Waiting));
         // The room's own refusal travels as it is.
-        assert_eq!(answer_of::<Kick>(Reply::Answer(Err(refusal()))), Err(refusal()));
-        // No answer, another verb's answer, or one that does not decode: try again.
-        for reply in [Reply::NotHere, Reply::Accepted, Reply::Answer(Ok("{}".into())), Reply::Answer(Ok("nope".into()))]
-        {
-            assert_eq!(answer_of::<TakeSeat>(reply), Err(RoomOpError::unavailable()));
+        assert_eq!(decoded::<Kick>(Reply::Answer(Err(refusal()))), Err(refusal()));
+        // Another verb's answer, or one that does not decode: `room_unavailable`.
+        for reply in [Reply::Accepted, Reply::Answer(Ok("{}".into())), Reply::Answer(Ok("nope".into()))] {
+            assert_eq!(decoded::<TakeSeat>(reply), Err(RoomOpError::unavailable()));
         }
-        assert_eq!(answer_of::<Close>(Reply::Answer(Ok(answer))), Err(RoomOpError::unavailable()));
+        assert_eq!(decoded::<Close>(Reply::Answer(Ok(answer))), Err(RoomOpError::unavailable()));
         assert_eq!(RoomOpError::unavailable().status, 503);
         assert_eq!(RoomOpError::unknown_room().code, "unknown_room");
     }

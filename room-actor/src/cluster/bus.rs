@@ -65,7 +65,9 @@ impl Publisher {
 
     /// Publishes `envelopes` to `node`'s channel as one frame stamped `at` (when the
     /// first of them was sent): whether anyone heard it (`false`: nobody listens there,
-    /// the node is gone); `Unavailable` when Redis fails.
+    /// the node is gone); `Unknown` when the connection failed after the publish was
+    /// sent (it may have been heard), `Unavailable` when Redis failed otherwise (nothing
+    /// was published).
     pub async fn send(&self, node: &str, envelopes: &[Envelope], at: SystemTime) -> Result<bool, StoreError> {
         self.send_on(&self.channel(node), envelopes, at).await
     }
@@ -80,7 +82,14 @@ impl Publisher {
     pub async fn send_on(&self, channel: &str, envelopes: &[Envelope], at: SystemTime) -> Result<bool, StoreError> {
         let bytes = encode_frame(envelopes, at)?;
         let conn = self.conns.get().await?;
-        let receivers = conn.publish(channel, bytes).await.map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let receivers = conn.publish(channel, bytes).await.map_err(|e| {
+            let after_sent = e.is_io_error() || e.is_timeout() || e.is_connection_dropped();
+            if after_sent && !e.is_connection_refusal() {
+                StoreError::Unknown(e.to_string())
+            } else {
+                StoreError::Unavailable(e.to_string())
+            }
+        })?;
         Ok(receivers > 0)
     }
 }

@@ -114,7 +114,7 @@ pub(super) async fn admin_rooms(
     let more = infos.len() > limit;
     infos.truncate(limit);
     let seqs = futures_util::future::join_all(infos.iter().map(|i| async {
-        match rooms.find(&i.room_id).await.ok()?.inspect().await.ok()? {
+        match rooms.inspect(&i.room_id).await.ok()? {
             Inspection::Live { view, .. } => Some(view.seq),
             Inspection::Stored(_) => None,
         }

@@ -28,10 +28,10 @@ use crate::error::StoreError;
 use crate::info::RoomInfo;
 pub use crate::lobby::LobbyFilter;
 use crate::log::{GameRecord, StoredGame};
-use crate::messages::RoomOpError;
+use crate::messages::{Ask, RoomOpError};
 use crate::resume::Resumed;
 use crate::room::RoomDeps;
-use crate::room_ref::{Caller, RoomRef, Rooms};
+use crate::room_ref::{Caller, Inspection, Rooms};
 use crate::session_rooms::SessionRooms;
 use crate::sessions::Sessions;
 use crate::spawn::{CreateError, NewRoom};
@@ -146,9 +146,21 @@ impl RoomsService {
         }
     }
 
-    /// The room wherever it runs (`Rooms::find`).
-    pub async fn find(&self, room: &str) -> Result<RoomRef, RoomOpError> {
-        self.rooms.find(room).await
+    /// Asks `room` `verb` (any request of `messages.rs`) wherever it runs, waiting out
+    /// a move (`Rooms::ask`): its answer, its refusal, `unknown_room`, or
+    /// `room_unavailable`.
+    pub async fn ask<V: Ask>(&self, room: &str, verb: V) -> Result<V::Answer, RoomOpError> {
+        self.rooms.ask(room, verb).await
+    }
+
+    /// `room`'s public info wherever it runs (`Rooms::info`).
+    pub async fn info(&self, room: &str) -> Result<RoomInfo, RoomOpError> {
+        self.rooms.info(room).await
+    }
+
+    /// Operators: what `room` is doing and on which node (`Rooms::inspect`).
+    pub async fn inspect(&self, room: &str) -> Result<Inspection, RoomOpError> {
+        self.rooms.inspect(room).await
     }
 
     /// A WebSocket session's rooms, each reached through a route that heals itself

@@ -48,9 +48,10 @@ impl ClusterNode {
         &self.sessions
     }
 
-    /// Sends `cmd` for `room` to `node` and waits for its reply (`NotHere` when it cannot
-    /// be reached or does not answer in time).
-    pub async fn request(&self, node: &str, room: &str, make: impl FnOnce(u64) -> RoomCmd) -> Reply {
+    /// Sends `cmd` for `room` to `node` and waits for its reply: `NotHere` when that node
+    /// does not hold the room or the command could not be sent (either way nothing ran),
+    /// `None` when no reply came in time (it may have run).
+    pub async fn request(&self, node: &str, room: &str, make: impl FnOnce(u64) -> RoomCmd) -> Option<Reply> {
         let from = self.id().to_owned();
         self.ask(node, |req| Envelope::Room { room: room.to_owned(), from, cmd: make(req) }).await
     }
@@ -59,12 +60,13 @@ impl ClusterNode {
     /// be reached or does not answer in time).
     pub async fn request_node(&self, node: &str, make: impl FnOnce(u64) -> NodeCmd) -> Reply {
         let from = self.id().to_owned();
-        self.ask(node, |req| Envelope::Node { from, cmd: make(req) }).await
+        self.ask(node, |req| Envelope::Node { from, cmd: make(req) }).await.unwrap_or(Reply::NotHere)
     }
 
     /// Publishes the envelope `make` builds for a fresh request id and waits for the
-    /// reply to that id.
-    async fn ask(&self, node: &str, make: impl FnOnce(u64) -> Envelope) -> Reply {
+    /// reply to that id: `NotHere` if it could not be published, `None` if no reply came
+    /// within [`REQUEST_TIMEOUT`].
+    async fn ask(&self, node: &str, make: impl FnOnce(u64) -> Envelope) -> Option<Reply> {
         let req = self.next_req.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         if let Ok(mut pending) = self.pending.lock() {
@@ -72,12 +74,14 @@ impl ClusterNode {
         }
         let reply = match self.outboxes.send(node, make(req)).await {
             Ok(()) => tokio::time::timeout(REQUEST_TIMEOUT, rx).await.ok().and_then(Result::ok),
-            Err(_) => None,
+            // A publish Redis failed after it was sent may have been heard.
+            Err(StoreError::Unknown(_)) => None,
+            Err(_) => Some(Reply::NotHere),
         };
         if let Ok(mut pending) = self.pending.lock() {
             pending.remove(&req);
         }
-        reply.unwrap_or(Reply::NotHere)
+        reply
     }
 
     /// Sends a command that needs no reply without waiting; `failed` hears if it was not
