@@ -359,6 +359,25 @@ def check_compose(root: Path, drain_default: int) -> set[str]:
             problem(f"nginx.conf: upstream lacks {name}:{port}")
     if "proxy_set_header Upgrade $http_upgrade" not in conf:
         problem("nginx.conf: no WebSocket upgrade")
+    # Each node's public URL (its rooms' `nodeUrl`) is published by the lb and leads to
+    # that node alone.
+    servers = re.findall(r"server \{(.*?)\n  \}", conf, re.S)
+    published = {str(p).split(":")[0] for p in lb.get("ports") or []}
+    for name, svc in nodes.items():
+        env = {k: str(v) for k, v in (svc.get("environment") or {}).items()}
+        url = env.get("ROOMD__NODE__PUBLIC_URL", "")
+        m = re.fullmatch(r"https?://[^/:]+:(\d+)", url)
+        if not m:
+            problem(f"compose: {name} has no ROOMD__NODE__PUBLIC_URL http://host:port of its own ({url!r})")
+            continue
+        public = m.group(1)
+        if public not in published:
+            problem(f"compose: lb does not publish {name}'s public port {public}")
+        to = [b for b in servers if re.search(rf"listen {public};", b)]
+        if len(to) != 1 or f"proxy_pass http://{name}:{port};" not in to[0]:
+            problem(f"nginx.conf: port {public} ({name}'s ROOMD__NODE__PUBLIC_URL) does not lead to {name}:{port} alone")
+        elif "proxy_set_header Upgrade $http_upgrade" not in to[0]:
+            problem(f"nginx.conf: port {public} does not upgrade WebSockets")
     if not any("nginx.conf" in str(v) for v in lb.get("volumes") or []):
         problem("compose: lb does not mount deploy/nginx.conf")
     if len(problems) == before:
