@@ -68,7 +68,7 @@ if [[ $MODE == cluster ]]; then
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   ENV+=(ROOMD__REDIS__URL="redis://127.0.0.1:$REDIS_PORT/" ROOMD__REDIS__PREFIX="cg$$")
   # Peer links between the two nodes, as benches/run.sh runs them (PEER_LINKS=0: pub/sub).
-  [[ ${PEER_LINKS:-1} == 0 ]] || ENV+=(ROOMD__CLUSTER__PEER_LISTEN=127.0.0.1:0)
+  if [[ ${PEER_LINKS:-1} == 0 ]]; then ENV+=(ROOMD__CLUSTER__PEER_LISTEN=off); else ENV+=(ROOMD__CLUSTER__PEER_LISTEN=127.0.0.1:0); fi
   env "${ENV[@]}" ROOMD__HTTP__PORT="$PORT2" ROOMD__NODE__ID=cg-2 ROOMD__NODE__PUBLIC_URL="http://127.0.0.1:$PORT2" \
     taskset -c 0 "$ROOMD_BIN" >"$OUT/roomd-2.log" 2>&1 &
   PIDS+=($!)

@@ -162,7 +162,7 @@ start_nodes() {
   local secret; secret=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
   local port id peer=127.0.0.1:0
   # PEER_LINKS=0: frames between the nodes go through Redis pub/sub (no peer links).
-  [[ ${PEER_LINKS:-1} == 0 ]] && peer=""
+  [[ ${PEER_LINKS:-1} == 0 ]] && peer=off
   for id in $(seq "$count"); do
     port=$PORT; [[ $id == 2 ]] && port=$PORT2
     env "${LOAD_ENV[@]}" ROOMD__HTTP__PORT="$port" ROOMD__HTTP__BIND=127.0.0.1 ROOMD__LOG__LEVEL=warn ROOMD__NODE__ID="bench-$id" \

@@ -246,9 +246,10 @@ pub struct Cluster {
     /// (`room_actor::pace`).
     pub batch_window_ms: u64,
     /// Where this node takes peer links from other nodes (`host:port`; port 0: any free
-    /// one). Empty (the default): frames between nodes go through Redis pub/sub. With
-    /// it set, frames to every node that takes links go straight to it
-    /// (`room_actor::cluster::link`).
+    /// one): frames to every node that takes links go straight to it
+    /// (`room_actor::cluster::link`). `auto` (the default): the HTTP bind address, any
+    /// free port ([`Cluster::peer_listen_at`]). `off` (or empty): frames between nodes go
+    /// through Redis pub/sub.
     #[serde(default)]
     pub peer_listen: String,
     /// The address other nodes dial for this node's links: `host:port`, or a host alone
@@ -263,10 +264,42 @@ pub struct Cluster {
 pub const MAX_BATCH_WINDOW_MS: u64 = 50;
 
 impl Cluster {
+    /// Where this cluster node binds its peer link socket (`http_bind`: the HTTP bind
+    /// address), or `None` when links are off (`off` or empty: every frame through
+    /// Redis). `auto`, the default, takes links on the HTTP bind address on any free
+    /// port: other nodes learn the port from the membership.
+    pub fn peer_listen_at(&self, http_bind: &str) -> Option<String> {
+        let listen = self.peer_listen.trim();
+        if listen.is_empty() || listen.eq_ignore_ascii_case("off") {
+            return None;
+        }
+        if !listen.eq_ignore_ascii_case("auto") {
+            return Some(listen.to_owned());
+        }
+        let host = http_bind.trim().trim_start_matches('[').trim_end_matches(']');
+        Some(match host.parse::<std::net::IpAddr>() {
+            Ok(ip) => std::net::SocketAddr::new(ip, 0).to_string(),
+            Err(_) => format!("{host}:0"),
+        })
+    }
+
+    /// Whether links are on by default (`auto`) rather than set by the operator.
+    pub fn peer_links_auto(&self) -> bool {
+        self.peer_listen.trim().eq_ignore_ascii_case("auto")
+    }
+
     /// The address other nodes dial for this node's links, given the address its link
     /// socket is bound to; or why there is none.
     pub fn peer_advertise(&self, bound: std::net::SocketAddr) -> Result<String, String> {
         let Some(raw) = self.peer_advertise.as_deref().map(str::trim).filter(|a| !a.is_empty()) else {
+            if bound.ip().is_unspecified() && self.peer_links_auto() {
+                return Err(format!(
+                    "peer links are on by default in cluster mode, on the HTTP bind address ({}), which is every \
+                     address: set ROOMD__CLUSTER__PEER_ADVERTISE to the host other nodes dial (in Kubernetes, the \
+                     pod's IP), or ROOMD__CLUSTER__PEER_LISTEN to off to send every frame between nodes through Redis",
+                    bound.ip()
+                ));
+            }
             if bound.ip().is_unspecified() {
                 return Err(format!(
                     "ROOMD__CLUSTER__PEER_LISTEN {:?} takes links on every address: set ROOMD__CLUSTER__PEER_ADVERTISE \
@@ -389,7 +422,7 @@ impl Settings {
             .set_default("cluster.drain_grace_s", 20)?
             .set_default("cluster.heartbeat_ms", 500)?
             .set_default("cluster.batch_window_ms", 5)?
-            .set_default("cluster.peer_listen", "")?
+            .set_default("cluster.peer_listen", "auto")?
             .set_default("ws.max_frame_bytes", 64 * 1024)?
             .set_default("ws.rate_per_s", 30)?
             .set_default("ws.burst", 60)?
@@ -455,6 +488,33 @@ mod tests {
             let refused = advertise(setting, wildcard).expect_err(&format!("{setting:?}"));
             assert!(refused.contains(why), "{setting:?}: {refused}");
         }
+    }
+
+    #[test]
+    fn peer_links_are_on_by_default_on_the_http_bind_address_and_off_when_said() {
+        let listen = |setting: &str, http_bind: &str| {
+            Cluster { peer_listen: setting.into(), ..cluster_settings() }.peer_listen_at(http_bind)
+        };
+        assert_eq!(listen("auto", "127.0.0.1"), Some("127.0.0.1:0".to_owned()));
+        assert_eq!(listen(" AUTO ", "::1"), Some("[::1]:0".to_owned()));
+        assert_eq!(listen("auto", "[::1]"), Some("[::1]:0".to_owned()));
+        assert_eq!(listen("auto", "roomd-1.local"), Some("roomd-1.local:0".to_owned()));
+        assert_eq!(listen("auto", "0.0.0.0"), Some("0.0.0.0:0".to_owned()));
+        assert_eq!(listen("10.0.3.7:7946", "0.0.0.0"), Some("10.0.3.7:7946".to_owned()));
+        assert_eq!(listen("off", "127.0.0.1"), None);
+        assert_eq!(listen("", "127.0.0.1"), None);
+        // On every address by default, with nothing to advertise: refused, saying what
+        // to set (an explicit wildcard says the same in its own words).
+        let wildcard: std::net::SocketAddr = "0.0.0.0:41234".parse().unwrap();
+        let auto = Cluster { peer_listen: "auto".into(), ..cluster_settings() };
+        let refused = auto.peer_advertise(wildcard).unwrap_err();
+        assert!(refused.contains("on by default") && refused.contains("PEER_ADVERTISE"), "{refused}");
+        assert!(refused.contains("PEER_LISTEN to off"), "{refused}");
+        let advertised = Cluster { peer_advertise: Some("10.0.3.8".into()), ..auto };
+        assert_eq!(advertised.peer_advertise(wildcard), Ok("10.0.3.8:41234".to_owned()));
+        // The shipped default.
+        let defaults = Settings::load(None).unwrap();
+        assert!(defaults.cluster.peer_links_auto(), "{:?}", defaults.cluster.peer_listen);
     }
 
     #[test]

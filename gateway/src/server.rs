@@ -196,7 +196,8 @@ impl AppState {
                 Some(node)
             }
             _ => {
-                if !settings.cluster.peer_listen.trim().is_empty() {
+                if settings.cluster.peer_listen_at(&settings.http.bind).is_some() && !settings.cluster.peer_links_auto()
+                {
                     warn!("ROOMD__CLUSTER__PEER_LISTEN is set but this node is not in a cluster (no Redis): ignored");
                 }
                 None
@@ -244,15 +245,15 @@ impl AppState {
     }
 }
 
-/// Binds the peer link socket when `ROOMD__CLUSTER__PEER_LISTEN` is set: the socket and
-/// the address other nodes dial.
+/// Binds the peer link socket unless `ROOMD__CLUSTER__PEER_LISTEN` is `off` (the
+/// default, `auto`, binds the HTTP address on any free port): the socket and the address
+/// other nodes dial.
 fn peer_socket(settings: &Settings) -> Result<Option<(std::net::TcpListener, String)>, StartError> {
-    let listen = settings.cluster.peer_listen.trim();
-    if listen.is_empty() {
+    let Some(listen) = settings.cluster.peer_listen_at(&settings.http.bind) else {
         return Ok(None);
-    }
-    let bind_error = |source| StartError::Bind { addr: listen.to_owned(), source };
-    let listener = std::net::TcpListener::bind(listen).map_err(bind_error)?;
+    };
+    let bind_error = |source| StartError::Bind { addr: listen.clone(), source };
+    let listener = std::net::TcpListener::bind(&listen).map_err(bind_error)?;
     let bound = listener.local_addr().map_err(bind_error)?;
     let advertise = settings.cluster.peer_advertise(bound).map_err(StartError::Config)?;
     info!(bound = %bound, advertise = %advertise, "peer link socket bound");

@@ -39,6 +39,8 @@ async fn next_where(ws: &mut Ws, secs: u64, pred: impl Fn(&Value) -> bool) -> Op
     next_within(ws, Duration::from_secs(secs), pred).await
 }
 
+/// With no peer link setting at all (links are on by default in cluster mode, on the HTTP
+/// bind address), every frame of the game crosses node to node, none through Redis.
 #[tokio::test]
 async fn clients_on_two_nodes_play_a_room_owned_by_a_third() {
     let _serial = SERIAL.lock().await;
@@ -112,7 +114,7 @@ async fn a_node_without_peer_links_plays_with_one_that_has_them() {
         on_test_redis("nplain", &prefix)
             .short_lease()
             .set("ROOMD__ROOMS__ENDED_LINGER_S", "2")
-            .set("ROOMD__CLUSTER__PEER_LISTEN", ""),
+            .set("ROOMD__CLUSTER__PEER_LISTEN", "off"),
     );
     until_all_see(&[&linked, &plain], 2).await;
     let http = reqwest::Client::new();
@@ -151,6 +153,25 @@ async fn a_node_without_peer_links_plays_with_one_that_has_them() {
     assert_eq!(counter(&http, &linked, "roomd_bus_peer_addresses").await, 0.0);
     assert!(counter(&http, &linked, r#"roomd_bus_frames_sent_total{path="redis"}"#).await >= 10.0);
     assert_eq!(counter(&http, &linked, r#"roomd_bus_frames_sent_total{path="link"}"#).await, 0.0);
+}
+
+/// Peer links are on by default; a cluster node bound to every address cannot work out
+/// one other nodes can dial, and refuses to start saying what to set, rather than start
+/// with links nobody can reach.
+#[tokio::test]
+async fn a_cluster_node_on_every_address_with_nothing_to_advertise_refuses_to_start() {
+    let prefix = prefix();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_roomd"));
+    Settings::cluster("wild", &prefix, &support::procs::redis_url())
+        .set("ROOMD__HTTP__BIND", "0.0.0.0")
+        .apply(&mut cmd);
+    let refused = cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let out = tokio::task::spawn_blocking(move || refused.wait_with_output().unwrap()).await.unwrap();
+    let printed = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(!out.status.success(), "started with links nobody can dial: {printed}");
+    assert!(printed.contains("peer links are on by default"), "{printed}");
+    assert!(printed.contains("ROOMD__CLUSTER__PEER_ADVERTISE") && printed.contains("PEER_LISTEN to off"), "{printed}");
+    assert!(!printed.contains("roomd listening"), "{printed}");
 }
 
 #[tokio::test]
@@ -581,8 +602,9 @@ async fn a_bus_subscription_that_goes_silent_is_replaced_and_play_goes_on() {
     let proxy = Proxy::start(redis_at).await;
     // Peer links off: every frame between the nodes goes through Redis pub/sub. sb reaches
     // Redis through the proxy.
-    let settings =
-        |id: &str, url: &str| Settings::cluster(id, &prefix, url).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", "");
+    let settings = |id: &str, url: &str| {
+        Settings::cluster(id, &prefix, url).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", "off")
+    };
     // (The proxy runs on this test's runtime: a node starting through it must not block it.)
     let nodes = tokio::task::block_in_place(|| {
         [

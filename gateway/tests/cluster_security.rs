@@ -90,7 +90,7 @@ async fn a_bad_bus_frame_is_dropped_and_counted_and_the_node_serves_on() {
     // Peer links off: every frame between the nodes, either way, goes through their bus
     // channels, so the node's answers to its own players come through its subscription.
     let plain =
-        |id: &str| Proc::spawn(id, on_test_redis(id, &prefix).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", ""));
+        |id: &str| Proc::spawn(id, on_test_redis(id, &prefix).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", "off"));
     let nodes = [plain("ba"), plain("bb")];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
     let http = reqwest::Client::new();

@@ -75,8 +75,9 @@ async fn a_node_whose_bus_subscription_is_killed_and_cannot_come_back_is_not_rea
     let proxy = Proxy::start(redis_at).await;
     // Peer links off: every frame between the nodes goes through Redis pub/sub. nb reaches
     // Redis through the proxy.
-    let settings =
-        |id: &str, url: &str| Settings::cluster(id, &prefix, url).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", "");
+    let settings = |id: &str, url: &str| {
+        Settings::cluster(id, &prefix, url).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", "off")
+    };
     // (The proxy runs on this test's runtime: a node starting through it must not block it.)
     let nodes = tokio::task::block_in_place(|| {
         [
@@ -135,7 +136,7 @@ async fn a_bad_bus_frame_never_leaves_a_node_ready_and_deaf() {
     let _serial = SERIAL.lock().await;
     let prefix = support::procs::prefix("ready");
     let node =
-        |id: &str| Proc::spawn(id, on_test_redis(id, &prefix).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", ""));
+        |id: &str| Proc::spawn(id, on_test_redis(id, &prefix).short_lease().set("ROOMD__CLUSTER__PEER_LISTEN", "off"));
     let nodes = [node("fa"), node("fb")];
     until_all_see(&[&nodes[0], &nodes[1]], 2).await;
     let http = reqwest::Client::new();

@@ -187,7 +187,7 @@ async fn every_nodes_bus_subscription_killed_is_made_again_and_heard_within_3_s(
     let start = |id: &str| {
         let settings = Settings::cluster(id, &prefix, &url)
             .short_lease()
-            .unset("ROOMD__CLUSTER__PEER_LISTEN")
+            .set("ROOMD__CLUSTER__PEER_LISTEN", "off")
             .set("ROOMD__WS__RATE_PER_S", "1000")
             .set("ROOMD__WS__BURST", "1000");
         Proc::spawn(id, settings)

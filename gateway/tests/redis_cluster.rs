@@ -204,7 +204,7 @@ async fn a_hung_redis_master_is_failed_over_and_its_rooms_and_the_bus_channel_it
     let seeds = cluster.seeds();
     // Frames between the nodes through sharded pub/sub (no peer links), so ha's bus
     // channel carries every frame it hears from rooms owned by hb.
-    let (nodes, http) = two_nodes(["ha", "hb"], &prefix, &seeds, &[("ROOMD__CLUSTER__PEER_LISTEN", "")]).await;
+    let (nodes, http) = two_nodes(["ha", "hb"], &prefix, &seeds, &[("ROOMD__CLUSTER__PEER_LISTEN", "off")]).await;
     let table = seat_players(&http, &[&nodes[0], &nodes[1]], 6).await;
     wait_all_ack_after(&table.seen, Instant::now(), Duration::from_secs(30)).await.expect("every room plays");
 

@@ -150,9 +150,9 @@ impl Settings {
             .set("ROOMD__REDIS__PREFIX", prefix)
             .set("ROOMD__AUTH__SECRET", SECRET)
             .set("ROOMD__ROOMS__MAX_OPEN_PER_USER", "100")
-            // Frames between nodes on peer links, as the benchmarks and Kubernetes run
-            // them (a test that wants Redis pub/sub sets this empty).
-            .set("ROOMD__CLUSTER__PEER_LISTEN", "127.0.0.1:0")
+            // Frames between nodes go on peer links, as by default (`auto`: the HTTP
+            // address, any free port); a test that wants Redis pub/sub sets it `off`.
+            .unset("ROOMD__CLUSTER__PEER_LISTEN")
     }
 
     /// A short lease: a lost owner is noticed in about 1.5 s.

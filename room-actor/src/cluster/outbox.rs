@@ -85,7 +85,7 @@ pub struct Outboxes {
     publisher: Publisher,
     /// How long a frame's first message waits for others (zero: not at all).
     window: Duration,
-    /// Peer links, when this node dials them (`ROOMD__CLUSTER__PEER_LISTEN` set).
+    /// Peer links, when this node dials them (`ROOMD__CLUSTER__PEER_LISTEN` not `off`).
     links: Option<Arc<Links>>,
     queues: Arc<Mutex<crate::FastMap<String, mpsc::UnboundedSender<Item>>>>,
 }

@@ -1,5 +1,6 @@
 //! Peer links: bus frames straight from one node to another over TCP, instead of through
-//! Redis pub/sub (`ROOMD__CLUSTER__PEER_LISTEN`, off by default).
+//! Redis pub/sub (`ROOMD__CLUSTER__PEER_LISTEN`: on by default in cluster mode, `off`
+//! sends every frame through Redis).
 //!
 //! Through Redis, a frame costs a `PUBLISH`, Redis's copy to the subscriber, and the
 //! parsing of both replies on the nodes: about a third of what an action across nodes
