@@ -27,18 +27,17 @@ fn unavailable(e: redis::RedisError) -> StoreError {
 #[derive(Clone)]
 pub struct RoomQuota {
     conn: RedisConn,
-    prefix: String,
     keys: Keys,
     take: Script,
 }
 
 impl RoomQuota {
-    pub fn new(conn: RedisConn, keys: Keys, prefix: &str) -> RoomQuota {
-        RoomQuota { conn, prefix: prefix.to_owned(), keys, take: Script::new(include_str!("../redis/lua/quota.lua")) }
+    pub fn new(conn: RedisConn, keys: Keys) -> RoomQuota {
+        RoomQuota { conn, keys, take: Script::new(include_str!("../redis/lua/quota.lua")) }
     }
 
     fn key(&self, user: &PlayerId) -> String {
-        format!("{}:user:{{{}}}:rooms", self.prefix, user.as_str())
+        self.keys.user_rooms(user.as_str())
     }
 
     /// Removes the user's rooms that are no longer open and hosted by them.

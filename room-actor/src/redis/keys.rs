@@ -131,6 +131,12 @@ impl Keys {
         format!("{}:user:{{{user}}}:games", self.prefix)
     }
 
+    /// The open rooms a user hosts, for the per-user cap on open rooms across the cluster
+    /// (`cluster/quota.rs`, `RoomQuota`).
+    pub fn user_rooms(&self, user: &str) -> String {
+        format!("{}:user:{{{user}}}:rooms", self.prefix)
+    }
+
     /// The rooms a user took a seat in (and the rooms they created), for the cap on
     /// waiting seats (`cluster/quota.rs`).
     pub fn user_seated(&self, user: &str) -> String {
@@ -178,6 +184,15 @@ mod tests {
         assert_eq!(
             [keys.nodes(), keys.draining(), keys.node_stats(), keys.node_peers()],
             ["roomd:{nodes}", "roomd:{nodes}:draining", "roomd:{nodes}:stats", "roomd:{nodes}:peers"]
+        );
+    }
+
+    #[test]
+    fn a_users_keys_share_the_users_hash_tag() {
+        let keys = Keys::new("roomd");
+        assert_eq!(
+            [keys.user_rooms("u1"), keys.user_seated("u1"), keys.user_sockets("u1"), keys.user_games("u1")],
+            ["roomd:user:{u1}:rooms", "roomd:user:{u1}:seated", "roomd:user:{u1}:sockets", "roomd:user:{u1}:games"]
         );
     }
 }

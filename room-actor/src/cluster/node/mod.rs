@@ -213,7 +213,7 @@ impl ClusterNode {
         }
         Ok(Arc::new(ClusterNode {
             leases: Leases::new(conn.clone(), keys.clone(), &config.node_id, config.lease_ms),
-            quota: RoomQuota::new(conn.clone(), keys.clone(), &config.prefix),
+            quota: RoomQuota::new(conn.clone(), keys.clone()),
             seats: WaitingSeats::new(conn.clone(), keys.clone(), deps.waiting_ttl),
             sockets: UserSockets::new(conn.clone(), keys.clone(), &config.node_id),
             members: Membership::new(conn.clone(), keys, (config.heartbeat_ms * 3) as i64),
