@@ -1,7 +1,7 @@
 // Browser test of the operator console (/admin): headless Chromium (playwright-core)
-// against a real embedded roomd. An operator kicks a player and closes a running room
-// through the console (each behind its confirmation), and sees the result there and on
-// the players' own pages. Usage: node admin.mjs /path/to/roomd
+// against a real embedded roomd. An operator kicks a player (and lets them back) and
+// closes a running room through the console (each behind its confirmation), and sees the
+// result there and on the players' own pages. Usage: node admin.mjs /path/to/roomd
 import { chromium } from 'playwright-core';
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
@@ -98,7 +98,7 @@ async function operatorKicksAndCloses() {
   await toastShows(guest, '욕설 신고');
   await host.waitForFunction(() => document.querySelectorAll('#seats li').length === 1);
   await ops.waitForFunction((u) => !document.querySelector(`#d-seats button.kick[data-user="${u}"]`), guestId);
-  await ops.waitForFunction((u) => document.querySelector('#d-info').textContent.includes(u), guestId);
+  await ops.waitForSelector(`#d-kicked button.unkick[data-user="${guestId}"]`);
   await ops.waitForFunction(() => document.querySelector('#status').textContent.includes('내보냈어요'));
   // The guest cannot come back to this room.
   await guest.goto(`${base}/#/`);
@@ -108,6 +108,15 @@ async function operatorKicksAndCloses() {
   const res = await fetch(`${base}/api/rooms/${room}/seats`, { method: 'POST', headers: { Authorization: `Bearer ${guestToken}`, 'Content-Type': 'application/json' }, body: '{}' });
   const back = [res.status, (await res.json()).code];
   assert.deepEqual(back, [403, 'kicked']);
+  // The operator lets the guest back (behind a confirmation): the console lists them no
+  // more, and the room no longer refuses them (asked with a GET that changes nothing).
+  await ops.click(`#d-kicked button.unkick[data-user="${guestId}"]`);
+  await ops.click('#confirm-yes');
+  await ops.waitForFunction((u) => !document.querySelector(`#d-kicked button.unkick[data-user="${u}"]`), guestId);
+  await ops.waitForFunction(() => document.querySelector('#status').textContent.includes('다시 들어올 수 있어요'));
+  const after = await fetch(`${base}/api/rooms/${room}`, { headers: { Authorization: `Bearer ${guestToken}` } });
+  assert.equal(after.status, 200);
+  assert.ok(!((await after.json()).kicked || []).includes(guestId), 'the guest is no longer listed as kicked');
 
   // The host plays alone; the console's live refresh shows the game and its seq.
   await host.click('#start');

@@ -129,7 +129,7 @@ async function loadDetail() {
   $('#d-room').textContent = room;
   const info = d.info;
   const pairs = [['게임', info.game], ['상태', info.status], ['노드', d.node ?? '-'], ['seq', d.seq ?? '-'],
-    ['구독', d.subscribers], ['방장', info.host], ['내보낸 사용자', (info.kicked || []).join(', ') || '-']];
+    ['구독', d.subscribers], ['방장', info.host]];
   $('#d-info').replaceChildren(...pairs.flatMap(([k, v]) => [el('dt', { textContent: k }), el('dd', { textContent: String(v) })]));
   $('#d-info').dataset.status = info.status;
   $('#d-seats').replaceChildren(...info.seats.map((s) => {
@@ -142,6 +142,15 @@ async function loadDetail() {
     }
     return li;
   }));
+  const kicked = info.kicked || [];
+  $('#d-kicked').replaceChildren(...(kicked.length ? kicked.map((user) => {
+    const li = el('li', { textContent: `${user} ` });
+    const allow = el('button', { className: 'unkick', textContent: '다시 허용' });
+    allow.dataset.user = user;
+    allow.addEventListener('click', () => unkickUser(room, user));
+    li.append(allow);
+    return li;
+  }) : [el('li', { textContent: '-' })]));
   $('#d-recent').replaceChildren(...d.recent.map((r) => el('li', { textContent: `#${r.seq} ${new Date(r.at).toLocaleTimeString('ko-KR')} ${r.actor} ${r.kind}` })));
 }
 
@@ -150,6 +159,15 @@ async function kickUser(room, user, name) {
   try {
     await call('POST', `/rooms/${encodeURIComponent(room)}/kick`, { user, reason: $('#d-reason').value });
     status(`${name}님을 내보냈어요`);
+  } catch (e) { status(e.message, true); }
+  await refresh();
+}
+
+async function unkickUser(room, user) {
+  if (!(await confirmAction(`${user}님이 방 ${room}에 다시 앉거나 구경할 수 있게 할까요?`))) return;
+  try {
+    await call('POST', `/rooms/${encodeURIComponent(room)}/unkick`, { user, reason: $('#d-reason').value });
+    status(`${user}님이 방 ${room}에 다시 들어올 수 있어요`);
   } catch (e) { status(e.message, true); }
   await refresh();
 }
