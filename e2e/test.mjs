@@ -555,7 +555,10 @@ async function cockroachFlightsAndReplayLabels() {
   const page = await newPage(PHONE);
   await hookFlights(page);
   await login(page, '민준');
-  const room = await createRoom(page, 'cockroach-poker', { loseCount: 3, turnSeconds: 15 });
+  // Five of a kind loses: the flights below take up to three reveals, and the stale-reveal
+  // check needs the game still running after them (with three, a seed whose first three
+  // reveals give one player the same kind ended it first, and the check timed out).
+  const room = await createRoom(page, 'cockroach-poker', { loseCount: 5, turnSeconds: 15 });
   await addBotsAndStart(page, 1);
   await page.waitForSelector('#opponents');
   const myId = await me(page);
@@ -602,7 +605,7 @@ async function cockroachFlightsAndReplayLabels() {
     return false;
   }, 60000);
 
-  await until('the game to end', async () => { if (await roomResult(page)) return true; await move(); return false; }, 150000);
+  await until('the game to end', async () => { if (await roomResult(page)) return true; await move(); return false; }, 200000);
   await page.waitForSelector('#result');
   await page.click('#to-replay');
   await page.waitForSelector('#rp-label');
