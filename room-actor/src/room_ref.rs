@@ -2,10 +2,10 @@
 //! node's actor, or another node of the cluster) and hands out a [`RoomRef`], whose verbs
 //! are the same either way: callers never ask where a room is.
 //!
-//! - Requests ([`RoomRef::ask`] with any request of `messages.rs`) answer the room's
-//!   reply or one error type, [`RoomOpError`]: the room's own refusal, or
-//!   `room_unavailable` when the room cannot answer this moment (its actor stopped, its
-//!   node is gone or silent, it is between owners).
+//! - Requests ([`Rooms::ask`] with any request of `messages.rs`, [`Rooms::info`],
+//!   [`Rooms::inspect`]) answer the room's reply or one error type, [`RoomOpError`]: the
+//!   room's own refusal, or `room_unavailable` when the room cannot answer this moment
+//!   (its node is silent, or it is still between owners after [`MOVE_WAIT`]).
 //! - Session verbs ([`RoomRef::tell`]) are a WebSocket session's: the room answers on the
 //!   session's `out`. One that cannot reach another node is reported to the session as
 //!   [`RouteLost`]. A session does not hold `RoomRef`s itself: its
@@ -77,7 +77,7 @@ pub(crate) enum Lookup {
     Later(LocalBoxFuture<'static, Result<RoomRef, Missing>>),
 }
 
-/// What operators see of a room ([`RoomRef::inspect`]).
+/// What operators see of a room ([`Rooms::inspect`]).
 pub enum Inspection {
     /// The room runs on `node`.
     Live { view: AdminView, node: String },
@@ -131,7 +131,7 @@ impl Rooms {
     /// For HTTP calls (players' and operators'): the room wherever it runs, or its stored
     /// info while no node runs it; `unknown_room` for a room never created,
     /// `room_unavailable` when the store does not answer.
-    pub async fn find(&self, room: &str) -> Result<RoomRef, RoomOpError> {
+    async fn find(&self, room: &str) -> Result<RoomRef, RoomOpError> {
         let Some(cluster) = &self.cluster else {
             return self.directory.handle(room).map(|h| self.at_here(room, h)).ok_or_else(RoomOpError::unknown_room);
         };
@@ -148,7 +148,7 @@ impl Rooms {
         }
     }
 
-    /// Asks `room` `verb` wherever it runs, as [`RoomRef::ask`], and waits out a move:
+    /// Asks `room` `verb` wherever it runs, and waits out a move:
     /// a room between owners (a drain, a failover), or not where it was found, is looked
     /// up again after a pause, for up to [`MOVE_WAIT`]. Only a try that ran nothing is
     /// made again, so the verb runs once at most; a node that did not answer in time is
@@ -318,16 +318,8 @@ impl RoomRef {
         &self.room
     }
 
-    /// Asks the room `verb` (any request of `messages.rs`) where this reference points:
-    /// its answer, the room's refusal, or `room_unavailable` (a room no node runs this
-    /// moment, a node that does not answer). [`Rooms::ask`] follows a room that moved.
-    pub async fn ask<V: Ask>(&self, verb: V) -> Result<V::Answer, RoomOpError> {
-        match self.attempt(verb).await {
-            Attempt::Done(answer) => answer,
-            Attempt::NotThere => Err(RoomOpError::unavailable()),
-        }
-    }
-
+    /// One try of `verb` (any request of `messages.rs`) where this reference points:
+    /// [`Rooms::ask`] makes it, again where the room went while a try finds it not there.
     async fn attempt<V: Ask>(&self, verb: V) -> Attempt<V::Answer> {
         match &*self.at {
             // An actor that stopped never saw the request.
@@ -341,14 +333,7 @@ impl RoomRef {
         }
     }
 
-    /// The room's public info (a room no node runs: its stored info).
-    pub async fn info(&self) -> Result<RoomInfo, RoomOpError> {
-        match self.info_attempt().await {
-            Attempt::Done(info) => info,
-            Attempt::NotThere => Err(RoomOpError::unavailable()),
-        }
-    }
-
+    /// One try of the room's public info (a room no node runs: its stored info).
     async fn info_attempt(&self) -> Attempt<RoomInfo> {
         match &*self.at {
             At::Stored(info) => Attempt::Done(Ok(RoomInfo::clone(info))),
@@ -356,14 +341,7 @@ impl RoomRef {
         }
     }
 
-    /// Operators: what the room is doing, and on which node.
-    pub async fn inspect(&self) -> Result<Inspection, RoomOpError> {
-        match self.inspect_attempt().await {
-            Attempt::Done(inspection) => inspection,
-            Attempt::NotThere => Err(RoomOpError::unavailable()),
-        }
-    }
-
+    /// One try of what the room is doing, and on which node (operators).
     async fn inspect_attempt(&self) -> Attempt<Inspection> {
         match &*self.at {
             At::Local { node, .. } | At::Remote { node, .. } => match self.attempt(Inspect).await {
@@ -512,12 +490,12 @@ mod tests {
         crate::spawn::tally_r1_for_tests(directory);
         let room = rooms.find("r1").await.unwrap();
         assert_eq!(room.id(), "r1");
-        assert_eq!(room.info().await.unwrap().host, PlayerId::from("h"));
-        let seated = room.ask(TakeSeat { user: "g".into(), name: "손님".into(), bot: false }).await.unwrap();
+        assert_eq!(rooms.info("r1").await.unwrap().host, PlayerId::from("h"));
+        let seated = rooms.ask("r1", TakeSeat { user: "g".into(), name: "손님".into(), bot: false }).await.unwrap();
         assert_eq!(seated.seats.len(), 2);
         // The room's refusal comes back as the one error type.
-        assert_eq!(room.ask(Start { user: "g".into() }).await.unwrap_err().code, "not_host");
-        assert!(matches!(room.inspect().await.unwrap(), Inspection::Live { node, .. } if node == "n1"));
+        assert_eq!(rooms.ask("r1", Start { user: "g".into() }).await.unwrap_err().code, "not_host");
+        assert!(matches!(rooms.inspect("r1").await.unwrap(), Inspection::Live { node, .. } if node == "n1"));
         // Embedded rooms never move: nothing to follow.
         assert!(rooms.follow("r1", Some(&room)).is_none());
         assert!(matches!(rooms.route("r1"), Lookup::Now(Ok(_))));

@@ -252,10 +252,9 @@ impl SessionRooms {
                 entry.route = Route::Found(route.clone());
                 // A watched room found anew is subscribed at once (once: a waiting
                 // subscription is that subscription).
-                let subscribed = watched;
-                let mut taken = !subscribed || inner.subscribe(&route);
+                let mut taken = !watched || inner.subscribe(&route);
                 for (verb, received) in waiting {
-                    if subscribed && matches!(verb, SessionVerb::Subscribe(_)) {
+                    if watched && matches!(verb, SessionVerb::Subscribe(_)) {
                         continue;
                     }
                     if matches!(verb, SessionVerb::Unsubscribe(_)) {

@@ -9,9 +9,9 @@
 //! shutdown do. The gateway holds no store, file store or cluster handle, and no Redis
 //! key: it calls these and turns their answers into HTTP.
 //!
-//! Rooms themselves are reached as before ([`RoomsService::find`]: `room_ref.rs`'s
-//! [`Rooms`]; a WebSocket session's [`RoomsService::session_rooms`]), so a room verb is
-//! a `RoomRef`'s whatever the mode.
+//! Rooms themselves are reached through `room_ref.rs`'s [`Rooms`] ([`RoomsService::ask`],
+//! `info` and `inspect`, which wait out a move; a WebSocket session's
+//! [`RoomsService::session_rooms`]), so a room verb is a `RoomRef`'s whatever the mode.
 //!
 //! - `embedded.rs`: what only an embedded node does (its caps counted in its directory
 //!   and in memory, its file store's probe and data file);

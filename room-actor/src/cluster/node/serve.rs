@@ -2,7 +2,7 @@
 //! ([`ClusterNode::request`], [`ClusterNode::tell`]), and serving what arrives on this
 //! node's channel: frames for this node's sessions, replies to its requests, and other
 //! nodes' room commands, each turned back into the room's own message whatever the verb
-//! ([`ClusterNode::on_room_cmd`], the remote half of `RoomRef::ask` and `tell`). A command that
+//! ([`ClusterNode::on_room_cmd`], the remote half of `Rooms::ask` and `RoomRef::tell`). A command that
 //! must wait (for the room's answer, or for the room to be found) waits in its room's
 //! backlog (`backlog.rs`), never in front of other rooms' commands.
 
