@@ -110,6 +110,11 @@ async function operatorKicksAndCloses() {
   assert.deepEqual(back, [403, 'kicked']);
   // The operator lets the guest back (behind a confirmation): the console lists them no
   // more, and the room no longer refuses them (asked with a GET that changes nothing).
+  await ops.screenshot({ path: path.join(SHOTS, 'admin-01b-kicked-user.png') });
+  await ops.setViewportSize({ width: 390, height: 844 });
+  await ops.locator('#d-kicked').scrollIntoViewIfNeeded();
+  await ops.screenshot({ path: path.join(SHOTS, 'admin-01c-kicked-user-390.png') });
+  await ops.setViewportSize({ width: 1280, height: 900 });
   await ops.click(`#d-kicked button.unkick[data-user="${guestId}"]`);
   await ops.click('#confirm-yes');
   await ops.waitForFunction((u) => !document.querySelector(`#d-kicked button.unkick[data-user="${u}"]`), guestId);
