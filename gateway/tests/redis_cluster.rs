@@ -20,6 +20,8 @@
 //!   idle) replace themselves once it happened, without a request timing out first;
 //! - a TLS-only Redis Cluster (`rediss://` seeds, TLS cluster bus and replication), its
 //!   CA given with `SSL_CERT_FILE`;
+//! - a batch of appends goes to each master in one round trip, checked first, then on
+//!   the fast path (bare `XADD`s and one canary `INCR` per master);
 //! - both `ROOMD__REDIS__URL` and `ROOMD__REDIS__CLUSTER_URLS` set: a clear start-up error.
 //!
 //! These fail, never skip, without `redis-server`.
@@ -80,6 +82,83 @@ async fn nodes_play_across_each_other_over_sharded_pub_sub_and_survive_a_node_ki
     let store = cluster_store(&cluster, &prefix).await;
     let acked = table.finish(&store).await;
     assert!(acked > 12, "only {acked} actions acknowledged");
+}
+
+/// Issue 60: appends on a Redis Cluster are group-committed per master. One batch of
+/// many rooms' first appends (each checked by the script, several on one master at once)
+/// goes to each master in one round trip; the next batch goes on the fast path, bare
+/// `XADD`s vouched for by one canary `INCR` per master, no script; every log reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_batch_of_appends_goes_to_each_master_at_once_and_the_next_one_takes_the_fast_path() {
+    use room_actor::log::{LogEntry, StartEntry};
+    use room_actor::redis::keys::game_pk;
+    use room_actor::RoomStore;
+    let _serial = SERIAL.lock().await;
+    let cluster = tokio::task::block_in_place(OwnRedisCluster::start);
+    let prefix = prefix("ab");
+    let store = cluster_store(&cluster, &prefix).await;
+    let mut conn = store.connection();
+    let token = "node-a/3".to_owned();
+    let games: Vec<String> = (0..24).map(|i| game_pk(&format!("r_ab{i}"), "01")).collect();
+    for (i, pk) in games.iter().enumerate() {
+        let room = format!("r_ab{i}");
+        store
+            .begin(StartEntry {
+                game_pk: pk.clone(),
+                room_id: room.clone(),
+                game: "tally".into(),
+                seed: engine::Seed(7),
+                players: vec!["a".into()],
+                bots: vec![],
+                names: vec!["a".into()],
+                options_json: r#"{"target":10}"#.into(),
+                state_version: 1,
+                started_at: 1_000,
+                rtt: Default::default(),
+            })
+            .await
+            .unwrap();
+        let _: () = redis::cmd("SET").arg(store.keys().lease(&room)).arg(&token).query_async(&mut conn).await.unwrap();
+    }
+    let entry = |seq: u64| LogEntry {
+        seq,
+        at: 1_000 + seq as i64,
+        actor: engine::Actor::Player("a".into()),
+        cs: Some(seq),
+        rtt_ms: None,
+        auto: false,
+        input_json: r#"{"client":{"type":"bump"}}"#.into(),
+        rtt: None,
+    };
+    // On a runtime of one thread (as a node's rooms are), every append of a round is
+    // queued before the queue's task runs: one batch.
+    let calls = |name: &str| cluster.calls(name);
+    let (batches, fast) = (store.append_batches().0, store.fast_appends());
+    let one_thread = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let round = |seq: u64| {
+        let appends = || games.iter().map(|pk| store.append_fenced(pk.clone(), entry(seq), token.clone()));
+        let outcomes = tokio::task::block_in_place(|| {
+            one_thread.block_on(async { futures_util::future::join_all(appends()).await })
+        });
+        for outcome in outcomes {
+            outcome.unwrap_or_else(|e| panic!("append {seq}: {e}"));
+        }
+    };
+    round(1);
+    assert_eq!(store.append_batches().0 - batches, 1, "the first appends in one batch");
+    assert_eq!(store.fast_appends(), fast, "a room's first append under its lease is checked");
+    let (xadd, incr, eval) = (calls("xadd"), calls("incr"), calls("eval"));
+    round(2);
+    tokio::task::block_in_place(move || drop(one_thread));
+    assert_eq!(store.append_batches().0 - batches, 2, "the next appends in one batch");
+    assert_eq!(store.fast_appends() - fast, 24, "every next append on the fast path");
+    assert_eq!(calls("xadd") - xadd, 24, "one XADD per append");
+    assert_eq!(calls("incr") - incr, 3, "one canary INCR per master");
+    assert_eq!(calls("eval"), eval, "no script on the fast path");
+    for pk in &games {
+        let stored = store.load(pk).await.unwrap().expect("the game is stored");
+        assert_eq!(stored.entries.iter().map(|e| e.seq).collect::<Vec<_>>(), [1, 2], "{pk}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

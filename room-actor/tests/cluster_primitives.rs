@@ -796,7 +796,7 @@ async fn appends_of_many_rooms_share_a_round_trip_and_keep_each_rooms_order() {
         let token = leases.claim(&room).await.unwrap().expect("free lease");
         rooms.push((game_pk(&room, "01"), token));
     }
-    let (batches, entries) = store.append_batches().expect("one Redis batches its appends");
+    let (batches, entries) = store.append_batches();
     // Five entries per room at once (more than a room ever has in flight), all rooms at once.
     let appends = rooms
         .iter()
@@ -804,7 +804,7 @@ async fn appends_of_many_rooms_share_a_round_trip_and_keep_each_rooms_order() {
     for result in futures_util::future::join_all(appends).await {
         result.expect("stored");
     }
-    let (batches_after, entries_after) = store.append_batches().unwrap();
+    let (batches_after, entries_after) = store.append_batches();
     assert_eq!(entries_after - entries, 100);
     assert!(batches_after - batches <= 2, "100 appends in {} batches", batches_after - batches);
     for (pk, _) in &rooms {
@@ -858,7 +858,7 @@ async fn a_busy_queues_appends_share_a_batch_cut_when_the_five_it_waits_for_have
     for result in futures_util::future::join_all(burst).await {
         result.expect("stored");
     }
-    let (batches, entries) = store.append_batches().expect("one Redis batches its appends");
+    let (batches, entries) = store.append_batches();
     assert_eq!(entries, 8);
     // Half a second later the queue's rate is ~16 a second: the wait for five more is
     // ~310 ms (the window of 10 s brings more than two, and the queue was free for less
@@ -878,7 +878,7 @@ async fn a_busy_queues_appends_share_a_batch_cut_when_the_five_it_waits_for_have
     // five more come).
     assert_eq!(
         store.append_batches(),
-        Some((batches + 2, 16)),
+        (batches + 2, 16),
         "eight appends spread over 80 ms: six in one batch, cut as they came, then two"
     );
 }
@@ -896,7 +896,7 @@ async fn a_quiet_append_queue_sends_at_once_whatever_its_window() {
         .await
         .expect("stored long before a 30 s window would have ended")
         .expect("stored");
-    assert_eq!(store.append_batches(), Some((1, 1)));
+    assert_eq!(store.append_batches(), (1, 1));
 }
 
 /// Without a window, the appends of rooms woken in the same round of their thread share
@@ -916,7 +916,7 @@ async fn appends_of_rooms_woken_in_the_same_round_share_one_batch_without_a_wind
     // One append first: the thread's queue, its task and its connection are up and idle.
     let (pk, token) = rooms.pop().unwrap();
     store.append_fenced(pk, entry(1), token).await.expect("stored");
-    let (batches, entries) = store.append_batches().expect("one Redis batches its appends");
+    let (batches, entries) = store.append_batches();
     let mut gos = Vec::new();
     let mut woken = Vec::new();
     for (pk, token) in rooms[1..].iter().cloned() {
@@ -940,7 +940,7 @@ async fn appends_of_rooms_woken_in_the_same_round_share_one_batch_without_a_wind
     for append in woken {
         append.await.unwrap().expect("stored");
     }
-    let (batches_after, entries_after) = store.append_batches().unwrap();
+    let (batches_after, entries_after) = store.append_batches();
     assert_eq!((batches_after - batches, entries_after - entries), (1, 8), "eight appends of one round, one batch");
 }
 
@@ -1006,7 +1006,7 @@ async fn a_fenced_append_in_a_batch_refuses_only_its_own_room() {
     // r_fb's lease moved to node-b: node-a's token for it is stale.
     b.take_over("r_fb", &tokens[1]).await.unwrap().expect("taken over");
     let pks: Vec<String> = ["r_fa", "r_fb", "r_fc", "r_fd"].iter().map(|r| game_pk(r, "01")).collect();
-    let (batches, _) = store.append_batches().unwrap();
+    let (batches, _) = store.append_batches();
     let results = futures_util::future::join_all([
         store.append_fenced(pks[0].clone(), entry(1), tokens[0].clone()),
         store.append_fenced(pks[1].clone(), entry(1), tokens[1].clone()),
@@ -1014,7 +1014,7 @@ async fn a_fenced_append_in_a_batch_refuses_only_its_own_room() {
         store.append_fenced(pks[3].clone(), entry(5), tokens[3].clone()),
     ])
     .await;
-    assert_eq!(store.append_batches().unwrap().0 - batches, 1, "the four went in one batch");
+    assert_eq!(store.append_batches().0 - batches, 1, "the four went in one batch");
     assert_eq!(results[0], Ok(()));
     assert_eq!(results[1], Err(StoreError::Fenced));
     assert_eq!(results[2], Ok(()));
@@ -1035,11 +1035,11 @@ async fn an_entry_whose_log_cannot_take_it_fails_alone() {
     let mut conn = store.connection();
     let _: () =
         redis::cmd("SET").arg(keys.log("r_ub", &pks[1])).arg("not a stream").query_async(&mut conn).await.unwrap();
-    let (batches, _) = store.append_batches().unwrap();
+    let (batches, _) = store.append_batches();
     let results =
         futures_util::future::join_all(pks.iter().map(|pk| store.append_fenced(pk.clone(), entry(1), String::new())))
             .await;
-    assert_eq!(store.append_batches().unwrap().0 - batches, 1, "one batch: {results:?}");
+    assert_eq!(store.append_batches().0 - batches, 1, "one batch: {results:?}");
     assert_eq!(results[0], Ok(()));
     assert!(matches!(&results[1], Err(StoreError::Unavailable(why)) if why.contains("WRONGTYPE")), "{results:?}");
     assert_eq!(results[2], Ok(()));
@@ -1077,11 +1077,11 @@ async fn on_the_fast_path_a_rooms_appends_after_its_first_are_bare_xadds_under_i
     assert_eq!(token, "node-a/1");
     let pk = game_pk("r_fast", "01");
     store.begin(start_of(&pk)).await.unwrap();
-    let fast = store.fast_appends().expect("one Redis batches its appends");
+    let fast = store.fast_appends();
     for seq in 1..=5 {
         store.append_fenced(pk.clone(), entry(seq), token.clone()).await.expect("stored");
     }
-    assert_eq!(store.fast_appends().unwrap() - fast, 4, "the first append is checked, the four after it are not");
+    assert_eq!(store.fast_appends() - fast, 4, "the first append is checked, the four after it are not");
     assert_eq!(log_ids(&store, &keys, &pk).await, ["1-1", "1-2", "1-3", "1-4", "1-5"]);
     assert_eq!(seqs(&store.load(&pk).await.unwrap().unwrap()), [1, 2, 3, 4, 5]);
     for seq in 1..=5 {
@@ -1117,9 +1117,9 @@ async fn a_node_taking_a_room_over_fences_its_log_so_the_old_owners_fast_path_is
     store.fence(&pk, &token_b).await.expect("fenced by its new owner");
     assert_eq!(log_ids(&store, &keys, &pk).await, ["1-1", "1-2", "1-3", "2-3"], "a mark above the log");
 
-    let fast = store.fast_appends().unwrap();
+    let fast = store.fast_appends();
     assert_eq!(store.append_fenced(pk.clone(), entry(4), token_a.clone()).await, Err(StoreError::Fenced));
-    assert_eq!(store.fast_appends().unwrap() - fast, 1, "it was sent on the fast path");
+    assert_eq!(store.fast_appends() - fast, 1, "it was sent on the fast path");
     assert_eq!(seqs(&store.load(&pk).await.unwrap().unwrap()), [1, 2, 3], "the mark is no entry");
     assert_eq!(store.entry(&pk, 3).await.unwrap(), Some(entry(3)), "the entry below its mark");
 
@@ -1164,12 +1164,12 @@ async fn redis_losing_writes_under_the_fast_path_is_found_and_nothing_goes_in_ab
     assert_eq!(canaries.len(), 1, "one queue, one canary: {canaries:?}");
     let _: i64 = redis::cmd("DECR").arg(&canaries[0]).query_async(&mut conn).await.unwrap();
 
-    let fast = store.fast_appends().unwrap();
+    let fast = store.fast_appends();
     assert_eq!(
         store.append_fenced(pk.clone(), entry(4), token.clone()).await,
         Err(StoreError::Conflict { game_pk: pk.clone(), expected: 3, got: 4 })
     );
-    assert_eq!(store.fast_appends().unwrap() - fast, 1, "it was sent on the fast path");
+    assert_eq!(store.fast_appends() - fast, 1, "it was sent on the fast path");
     assert_eq!(log_ids(&store, &keys, &pk).await, ["1-1", "1-2"], "the entry above the hole was taken out");
     for seq in 3..=5 {
         store.append_fenced(pk.clone(), entry(seq), token.clone()).await.expect("the room writes from its log's end");
@@ -1304,12 +1304,12 @@ async fn a_batch_counts_once_the_replica_holds_it_and_none_of_it_counts_without_
     let store = RedisStore::connect_to(&target, &prefix).await.unwrap().with_acks(&target, 1, 300).await.unwrap();
     let pks: Vec<String> = (0..3).map(|i| game_pk(&format!("r_rep{i}"), "01")).collect();
 
-    let (batches, _) = store.append_batches().expect("one Redis batches its appends");
+    let (batches, _) = store.append_batches();
     let results =
         futures_util::future::join_all(pks.iter().map(|pk| store.append_fenced(pk.clone(), entry(1), String::new())))
             .await;
     assert_eq!(results, vec![Ok(()), Ok(()), Ok(())]);
-    assert_eq!(store.append_batches().unwrap().0 - batches, 1, "the three went in one batch, one WAIT");
+    assert_eq!(store.append_batches().0 - batches, 1, "the three went in one batch, one WAIT");
 
     // The replica gone, the entries reach the master only: none of them is acknowledged.
     drop(replica);

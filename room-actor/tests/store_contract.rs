@@ -173,16 +173,9 @@ async fn redis_append_is_fenced_by_the_room_lease() {
     let mut conn = redis::Client::open(redis_url()).unwrap().get_multiplexed_async_connection().await.unwrap();
     let lease = store.keys().lease("r_f");
     let _: () = redis::cmd("SET").arg(&lease).arg("node-b/2").query_async(&mut conn).await.unwrap();
-    let script = redis::Script::new(include_str!("../src/redis/lua/append.lua"));
-    let call = |token: &'static str, seq: u64| {
-        let mut s = script.key(store.keys().log("r_f", &pk));
-        s.key(store.keys().seq("r_f", &pk)).key(&lease).arg(seq).arg(b"x".to_vec()).arg(token);
-        s
-    };
-    let stale: Result<u64, redis::RedisError> = call("node-a/1", 1).invoke_async(&mut conn).await;
-    assert_eq!(stale.unwrap_err().code(), Some("FENCED"));
-    let owner: u64 = call("node-b/2", 1).invoke_async(&mut conn).await.unwrap();
-    assert_eq!(owner, 1);
+    let stale = store.append_fenced(pk.clone(), entry(1), "node-a/1".into()).await;
+    assert_eq!(stale, Err(StoreError::Fenced), "the lease names another node");
+    store.append_fenced(pk.clone(), entry(1), "node-b/2".into()).await.expect("the lease holder appends");
     let len: u64 = redis::cmd("XLEN").arg(store.keys().log("r_f", &pk)).query_async(&mut conn).await.unwrap();
     assert_eq!(len, 1, "only the lease holder's entry is in the log");
 }

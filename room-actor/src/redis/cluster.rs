@@ -26,11 +26,13 @@
 //! The map the watch compares with is read once when the first connection is made, so
 //! a failover the watch only sees after it happened still counts as a change.
 
+use crate::redis::slots::Masters;
 use crate::redis::target::{RedisTarget, TIMEOUT};
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, RedisResult, Value};
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, SlotAddr};
+use redis::{Cmd, ErrorKind, Pipeline, RedisFuture, RedisResult, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
 use std::time::{Duration, Instant};
@@ -114,6 +116,28 @@ impl ClusterConn {
     /// [`TIMEOUT`] at most.
     pub(crate) fn suspect(&self, why: &str) {
         self.alarm_and_replace(None, || why.to_owned());
+    }
+
+    /// The slots' masters as the node last read them (`None` before the first read).
+    pub(crate) fn masters(&self) -> Option<Arc<Masters>> {
+        self.0.health.masters()
+    }
+
+    /// Sends `pipeline` to the master of `slot` (as the client's own slot map has it),
+    /// whatever slots its commands' keys are in: they must all be on that master, or the
+    /// pipeline fails (a command refused inside it fails it whole on a cluster). A
+    /// refusal that says a slot is elsewhere raises the alarm, so the node reads the
+    /// slot map again ([`ClusterConn::masters`]).
+    pub(crate) async fn route_pipeline(&self, slot: u16, pipeline: &Pipeline) -> RedisResult<Vec<Value>> {
+        let used = self.0.current();
+        let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+        let answer = used.conn.clone().route_pipeline(pipeline, 0, pipeline.len(), route).await;
+        if let Err(e) = &answer {
+            if matches!(e.kind(), ErrorKind::Moved | ErrorKind::Ask | ErrorKind::TryAgain | ErrorKind::ClusterDown) {
+                self.0.health.alarm();
+            }
+        }
+        self.checked(&used, answer)
     }
 
     /// `answer`, from `used`; after an error that says the connection may be stuck or
@@ -270,10 +294,10 @@ struct Health {
     /// The task running it.
     watching: Option<tokio::task::AbortHandle>,
     /// The slots' masters as of the current epoch (`None` before the first read).
-    owners: Option<Owners>,
+    owners: Option<Arc<Masters>>,
     /// The last read, to require a new map twice in a row (members can disagree for a
     /// moment while the news of a failover spreads).
-    last_read: Option<Owners>,
+    last_read: Option<Masters>,
     /// Members the last read flagged as failing (`fail` or `fail?`).
     failing: Vec<String>,
     conns: Vec<Weak<ClusterShared>>,
@@ -317,6 +341,11 @@ impl ClusterHealth {
         *self.epoch.borrow()
     }
 
+    /// The slots' masters as of the current epoch (`None` before the first read).
+    pub(crate) fn masters(&self) -> Option<Arc<Masters>> {
+        self.state().owners.clone()
+    }
+
     /// Follows the epoch (a change: the slots' masters moved).
     pub(crate) fn follow(&self) -> watch::Receiver<u64> {
         self.epoch.subscribe()
@@ -353,10 +382,10 @@ impl ClusterHealth {
         let twice = state.last_read.as_ref() == Some(&view.owners);
         state.last_read = Some(view.owners.clone());
         match &state.owners {
-            None => state.owners = Some(view.owners),
-            Some(owners) if twice && *owners != view.owners => {
+            None => state.owners = Some(Arc::new(view.owners)),
+            Some(owners) if twice && **owners != view.owners => {
                 tracing::warn!(epoch = self.epoch() + 1, "the Redis Cluster's slot map changed");
-                state.owners = Some(view.owners);
+                state.owners = Some(Arc::new(view.owners));
                 self.epoch.send_modify(|epoch| *epoch += 1);
             }
             Some(_) => {}
@@ -392,14 +421,11 @@ impl ClusterHealth {
     }
 }
 
-/// Which master serves which slots: `(first, last, master address)`, in slot order.
-type Owners = Vec<(u16, u16, String)>;
-
 /// What one member's `CLUSTER NODES` says: the slots' masters and the members it flags
 /// as failing.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct ClusterView {
-    owners: Owners,
+    owners: Masters,
     failing: Vec<String>,
 }
 
@@ -423,11 +449,11 @@ impl ClusterView {
             for range in fields.iter().skip(8).filter(|r| !r.starts_with('[')) {
                 let (first, last) = range.split_once('-').unwrap_or((range, range));
                 if let (Ok(first), Ok(last)) = (first.parse(), last.parse()) {
-                    view.owners.push((first, last, addr.clone()));
+                    view.owners.0.push((first, last, addr.clone()));
                 }
             }
         }
-        view.owners.sort_unstable();
+        view.owners.0.sort_unstable();
         view.failing.sort_unstable();
         view
     }
@@ -477,7 +503,7 @@ garbage
         let view = ClusterView::parse(NODES);
         let owner = |first, last, port: u16| (first, last, format!("127.0.0.1:{port}"));
         assert_eq!(
-            view.owners,
+            view.owners.0,
             vec![
                 owner(0, 5459, 30001),
                 owner(5460, 5460, 30001),
@@ -487,7 +513,7 @@ garbage
         );
         assert_eq!(view.failing, vec!["127.0.0.1:30003".to_owned(), "127.0.0.1:30005".to_owned()]);
         assert_eq!(
-            ClusterView::parse(&promoted()).owners[3..],
+            ClusterView::parse(&promoted()).owners.0[3..],
             [owner(10923, 16383, 30004)],
             "a promotion shows as another master for the same slots"
         );

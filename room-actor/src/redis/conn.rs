@@ -5,7 +5,9 @@
 //! tag, so one slot: `redis/keys.rs`), a command on one non-room key, or a batch of
 //! independent commands, which [`RedisConn::each`] sends as one pipeline to a single Redis
 //! and, on a cluster, all at once to each slot's master (the cluster connection pipelines
-//! them per node). Nothing roomd runs needs two slots at once. The bus uses sharded
+//! them per node). Nothing roomd runs needs two slots at once, except the group commit
+//! of log appends (`redis/append/`), which sends one pipeline per master
+//! ([`RedisConn::pipeline_on`]). The bus uses sharded
 //! pub/sub on a cluster (`SPUBLISH`/`SSUBSCRIBE`, `cluster/bus.rs`), so a frame goes to
 //! one shard only.
 //!
@@ -18,11 +20,12 @@
 
 use crate::error::StoreError;
 pub use crate::redis::cluster::ClusterConn;
+use crate::redis::slots::Masters;
 use crate::redis::target::{install_tls_provider, tcp_settings, RedisTarget, TIMEOUT};
 use futures_util::future::try_join_all;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisFuture, RedisResult, Value};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use tokio::sync::mpsc;
 
@@ -72,6 +75,26 @@ impl RedisConn {
     pub(crate) fn suspect(&self, why: &str) {
         if let RedisConn::Cluster(conn) = self {
             conn.suspect(why);
+        }
+    }
+
+    /// The slots' masters as the node last read them: `None` on one Redis (one server
+    /// holds every key) and on a cluster before its first read of the map.
+    pub(crate) fn masters(&self) -> Option<Arc<Masters>> {
+        match self {
+            RedisConn::Single(_) => None,
+            RedisConn::Cluster(conn) => conn.masters(),
+        }
+    }
+
+    /// `pipeline` in order on one server: one Redis; on a cluster the master of `slot`,
+    /// where every key in it must be ([`ClusterConn::route_pipeline`]). The replies, one
+    /// per command (on one Redis a command refused is an error reply in its place; on a
+    /// cluster it fails the whole pipeline).
+    pub(crate) async fn pipeline_on(&self, slot: u16, pipeline: &Pipeline) -> RedisResult<Vec<Value>> {
+        match self {
+            RedisConn::Single(conn) => conn.clone().req_packed_commands(pipeline, 0, pipeline.len()).await,
+            RedisConn::Cluster(conn) => conn.route_pipeline(slot, pipeline).await,
         }
     }
 

@@ -10,5 +10,6 @@ pub mod append;
 pub(crate) mod cluster;
 pub mod conn;
 pub mod keys;
+pub mod slots;
 pub mod target;
 pub mod topology;

@@ -35,10 +35,7 @@ impl Topology {
 
     /// How the store's log appends reach Redis ([`Appends`]).
     pub(crate) fn appends(self, thread_conns: &Arc<ThreadConns>, keys: &Keys) -> Appends {
-        match self {
-            Topology::Single => Appends::Grouped(Arc::new(Appender::shared(thread_conns.clone(), keys))),
-            Topology::Cluster => Appends::OneByOne,
-        }
+        Appends(Arc::new(Appender::shared(thread_conns.clone(), keys, self == Topology::Cluster)))
     }
 
     /// How long a node's bus subscription must stay missing (with no heartbeat) before
@@ -56,62 +53,32 @@ impl Topology {
     }
 }
 
-/// How a store's log appends reach Redis, as its [`Topology`] chose.
+/// How a store's log appends reach Redis: group commit per thread, each entry checked
+/// or on the fast path (`redis/append/`), many rooms' entries in one round trip per
+/// server (one Redis, or each master of a Redis Cluster).
 #[derive(Clone)]
-pub(crate) enum Appends {
-    /// One Redis: group commit per thread, each entry checked or on the fast path
-    /// (`redis/append/`), many rooms' entries in one round trip.
-    Grouped(Arc<Appender>),
-    /// A Redis Cluster: one `EVALSHA` of `redis/lua/append.lua` per entry, in its room's
-    /// slot (a script may touch one slot only, and a batch's rooms are spread over
-    /// slots); logs with `0-<seq>` ids and a last-seq counter, checked every time.
-    OneByOne,
-}
+pub(crate) struct Appends(pub(crate) Arc<Appender>);
 
 impl Appends {
-    /// Batches wait `window` after their first entry for more (see `redis/append/`);
-    /// appends one by one are no batches.
+    /// Batches wait `window` after their first entry for more (see `redis/append/`).
     pub(crate) fn windowed(&self, window: Duration) -> Appends {
-        match self {
-            Appends::Grouped(appender) => Appends::Grouped(Arc::new(appender.windowed(window))),
-            Appends::OneByOne => Appends::OneByOne,
-        }
+        Appends(Arc::new(self.0.windowed(window)))
     }
 
     /// Batches wait for `replicated` replicas, on a connection of their own to `target`
-    /// (`WAIT` blocks the connection it is sent on); an append one by one waits on the
-    /// store's acknowledgement connections instead.
+    /// (`WAIT` blocks the connection it is sent on).
     pub(crate) fn replicated(&self, target: &RedisTarget, replicated: Replicated) -> Appends {
-        match self {
-            Appends::Grouped(appender) => Appends::Grouped(Arc::new(appender.replicated(target.clone(), replicated))),
-            Appends::OneByOne => Appends::OneByOne,
-        }
+        Appends(Arc::new(self.0.replicated(target.clone(), replicated)))
     }
 
-    /// Batches sent and the entries in them (`None` one by one).
-    pub(crate) fn batches(&self) -> Option<(u64, u64)> {
-        match self {
-            Appends::Grouped(a) => {
-                Some((a.stats.batches.load(Ordering::Relaxed), a.stats.entries.load(Ordering::Relaxed)))
-            }
-            Appends::OneByOne => None,
-        }
+    /// Batches sent and the entries in them.
+    pub(crate) fn batches(&self) -> (u64, u64) {
+        (self.0.stats.batches.load(Ordering::Relaxed), self.0.stats.entries.load(Ordering::Relaxed))
     }
 
-    /// Entries appended on the fast path since start (`None` one by one).
-    pub(crate) fn fast(&self) -> Option<u64> {
-        match self {
-            Appends::Grouped(a) => Some(a.stats.fast.load(Ordering::Relaxed)),
-            Appends::OneByOne => None,
-        }
-    }
-
-    /// Whether logs are in the epoch layout (ids `<lease epoch>-<seq>`, `lua/append_checked.lua`),
-    /// which a node that takes a room over fences with a mark (`lua/fence.lua`). Logs
-    /// appended one by one keep `0-<seq>` ids and a last-seq counter, checked against
-    /// the lease by every append: a mark above them would refuse the next one.
-    pub(crate) fn epoch_layout(&self) -> bool {
-        matches!(self, Appends::Grouped(_))
+    /// Entries appended on the fast path since start.
+    pub(crate) fn fast(&self) -> u64 {
+        self.0.stats.fast.load(Ordering::Relaxed)
     }
 }
 

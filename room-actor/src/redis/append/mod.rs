@@ -1,6 +1,6 @@
-//! Group commit for log appends on one Redis: the rooms on one thread hand their fenced
-//! appends to that thread's queue, and its task sends whatever gathered while its previous
-//! batch was in flight in one round trip (then `WAIT` when replicated acknowledgements
+//! Group commit for log appends (one Redis, or each master of a Redis Cluster): the rooms
+//! on one thread hand their fenced appends to that thread's queue, and its task sends
+//! whatever gathered while its previous batch was in flight in one round trip (then `WAIT` when replicated acknowledgements
 //! are on). A quiet node pays the one round trip per append it paid before; a busy one
 //! pays one per batch instead of one per room.
 //!
@@ -52,9 +52,21 @@
 //! trip (1–2 entries here); the wait gathers several times that, for that much more
 //! latency per action. A quiet queue never waits.
 //!
-//! A Redis Cluster keeps one `EVALSHA` of `lua/append.lua` per append (a script may
-//! touch one slot only, and rooms are spread over slots); the cluster connection
-//! pipelines those per master.
+//! **A Redis Cluster** runs the same group commit per master. A batch splits by the
+//! master that serves each entry's slot, as the node last read the slot map
+//! ([`Masters`](crate::redis::slots::Masters)), and each part goes to its master in one
+//! pipeline, the parts at once (`queue::Group`). Each part ends with the `INCR` of the
+//! queue's canary *on that master* (a key whose hash tag lands in one of its slots): a
+//! failover promotes a replica holding a prefix of its master's writes, canary included,
+//! so the argument above holds master by master. A log's fast path is taken only under
+//! the canary that vouched for its last entry (a slot moved to another master is checked
+//! again there). The checked script goes as one `EVAL` per entry: a script's keys must
+//! be in one slot (a room's are). A slot map that is out of date costs a failed part,
+//! never a wrong answer: a pipeline whose keys are not all on the master it went to
+//! fails whole (on a cluster any refused command fails its pipeline), its entries are
+//! `Unknown` and resolved by reading back, and the failure has the node read the map
+//! again. Before the map is first read, a part goes per slot, with a canary in that
+//! slot.
 //!
 //! # Layout
 //!
@@ -62,8 +74,8 @@
 //!   what an entry is on its way: [`Pending`] in its queue, [`Queued`] to its room,
 //!   [`Appended`] once its batch ran.
 //! - `queue`: a queue's task (`drain`: the batch window, a batch cut, its outcomes
-//!   answered) and what the queue knows for the fast path (its canary, each log's last
-//!   entry).
+//!   answered), what the queue knows for the fast path (its canaries, each log's last
+//!   entry), and a batch's split by server.
 //! - `batch`: one batch on the wire: the fast `XADD`s, the checked script, the canary's
 //!   `INCR`, `WAIT`, and the replies read into one outcome per entry.
 
@@ -151,6 +163,8 @@ pub struct BatchStats {
 /// first use, and again if the runtime it ran on went away).
 pub(crate) struct Appender {
     conns: Conns,
+    /// On a Redis Cluster: a batch splits by master (`Queue::groups`).
+    cluster: bool,
     script: Script,
     replicated: Option<Replicated>,
     /// How long a batch's first entry waits for others (zero: not at all).
@@ -172,20 +186,21 @@ enum Conns {
 }
 
 impl Appender {
-    /// Appends through each thread's shared connection to one Redis (never a Redis
-    /// Cluster: see the module doc).
-    pub fn shared(conns: Arc<ThreadConns>, keys: &Keys) -> Appender {
-        Appender::with(Conns::Shared(conns), None, keys.appender_canary())
+    /// Appends through each thread's shared connection to one Redis or, with `cluster`,
+    /// a Redis Cluster.
+    pub fn shared(conns: Arc<ThreadConns>, keys: &Keys, cluster: bool) -> Appender {
+        Appender::with(Conns::Shared(conns), cluster, None, keys.appender_canary())
     }
 
     /// Appends on connections of the queues' own, each batch followed by `WAIT`.
     pub fn replicated(&self, target: RedisTarget, replicated: Replicated) -> Appender {
-        Appender::with(Conns::Own(target), Some(replicated), self.canary.clone())
+        Appender::with(Conns::Own(target), self.cluster, Some(replicated), self.canary.clone())
     }
 
-    fn with(conns: Conns, replicated: Option<Replicated>, canary: String) -> Appender {
+    fn with(conns: Conns, cluster: bool, replicated: Option<Replicated>, canary: String) -> Appender {
         Appender {
             conns,
+            cluster,
             script: Script::new(APPEND_CHECKED_LUA),
             replicated,
             window: Duration::ZERO,
@@ -197,7 +212,8 @@ impl Appender {
 
     /// The same appender with a batch window of `window` (before its first append).
     pub fn windowed(&self, window: Duration) -> Appender {
-        Appender { window, ..Appender::with(self.conns.clone(), self.replicated.clone(), self.canary.clone()) }
+        let same = Appender::with(self.conns.clone(), self.cluster, self.replicated.clone(), self.canary.clone());
+        Appender { window, ..same }
     }
 
     /// Queues `bytes` (the encoded entry `seq`) for `room`'s game log `pk` in the next
@@ -265,6 +281,7 @@ mod tests {
     use super::batch::parse;
     use super::queue::{Queue, FORGET_AFTER};
     use super::*;
+    use crate::redis::slots::{slot_of, Masters};
     use redis::Value;
     use std::time::Instant;
 
@@ -314,19 +331,68 @@ mod tests {
     }
 
     #[test]
-    fn a_queue_takes_the_fast_path_only_for_the_entry_after_its_own_under_the_same_token() {
+    fn a_queue_takes_the_fast_path_only_for_the_entry_after_its_own_under_the_same_token_and_canary() {
         let mut queue = Queue::new("c");
-        assert!(!queue.follows(&pending("log", 1, "a/1")), "a log it never wrote");
-        queue.stored(&pending("log", 4, "a/1"));
-        assert!(queue.follows(&pending("log", 5, "a/1")));
-        assert!(!queue.follows(&pending("log", 6, "a/1")), "not the next seq");
-        assert!(!queue.follows(&pending("log", 4, "a/1")), "its own seq again");
-        assert!(!queue.follows(&pending("log", 5, "a/2")), "another lease");
-        assert!(!queue.follows(&pending("other", 5, "a/1")), "another log");
+        let (a, b): (Arc<str>, Arc<str>) = ("canary-a".into(), "canary-b".into());
+        assert!(!queue.follows(&pending("log", 1, "a/1"), &a), "a log it never wrote");
+        queue.stored(&pending("log", 4, "a/1"), &a);
+        assert!(queue.follows(&pending("log", 5, "a/1"), &a));
+        assert!(!queue.follows(&pending("log", 5, "a/1"), &b), "vouched for by another canary");
+        assert!(!queue.follows(&pending("log", 6, "a/1"), &a), "not the next seq");
+        assert!(!queue.follows(&pending("log", 4, "a/1"), &a), "its own seq again");
+        assert!(!queue.follows(&pending("log", 5, "a/2"), &a), "another lease");
+        assert!(!queue.follows(&pending("other", 5, "a/1"), &a), "another log");
         queue.reset();
-        assert!(!queue.follows(&pending("log", 5, "a/1")), "a reset forgets");
-        queue.stored(&pending("log", 5, "a/1"));
+        assert!(!queue.follows(&pending("log", 5, "a/1"), &a), "a reset forgets");
+        queue.stored(&pending("log", 5, "a/1"), &a);
         queue.sweep(Instant::now() + FORGET_AFTER + Duration::from_secs(1));
-        assert!(!queue.follows(&pending("log", 6, "a/1")), "a log left alone is forgotten");
+        assert!(!queue.follows(&pending("log", 6, "a/1"), &a), "a log left alone is forgotten");
+    }
+
+    #[test]
+    fn one_redis_takes_a_batch_as_one_group_with_the_queues_canary() {
+        let mut queue = Queue::new("p:appender");
+        let batch = [pending("p:{room:a}:game:g:log", 1, ""), pending("p:{room:b}:game:g:log", 1, "")];
+        let groups = queue.groups(false, None, &batch);
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].entries, [0, 1]);
+        assert!(groups[0].canary.starts_with("p:appender:") && !groups[0].canary.contains('{'), "{}", groups[0].canary);
+    }
+
+    #[test]
+    fn a_redis_cluster_batch_splits_by_master_each_with_a_canary_on_that_master() {
+        let masters = Arc::new(Masters(vec![
+            (0, 5460, "127.0.0.1:7001".into()),
+            (5461, 10922, "127.0.0.1:7002".into()),
+            (10923, 16383, "127.0.0.1:7003".into()),
+        ]));
+        let mut queue = Queue::new("p:appender");
+        let batch: Vec<Pending> = (0..40).map(|i| pending(&format!("p:{{room:r{i}}}:game:g:log"), 1, "")).collect();
+        let groups = queue.groups(true, Some(masters.clone()), &batch);
+        assert_eq!(groups.len(), 3, "one group per master");
+        let mut all: Vec<usize> = groups.iter().flat_map(|g| g.entries.clone()).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..40).collect::<Vec<_>>(), "every entry in one group");
+        for group in &groups {
+            let master = masters.of(slot_of(group.canary.as_bytes()));
+            assert_eq!(slot_of(group.canary.as_bytes()), group.slot);
+            assert!(group.entries.windows(2).all(|w| w[0] < w[1]), "queue order within a group");
+            for &i in &group.entries {
+                assert_eq!(masters.of(slot_of(batch[i].log.as_bytes())), master, "entry {i} is on its canary's master");
+            }
+        }
+        let again = queue.groups(true, Some(masters.clone()), &batch);
+        assert_eq!(
+            again.iter().map(|g| g.canary.clone()).collect::<Vec<_>>(),
+            groups.iter().map(|g| g.canary.clone()).collect::<Vec<_>>(),
+            "the same canaries batch after batch"
+        );
+        // Before the map is read: one group per slot, its canary in the entry's own slot.
+        let unmapped = queue.groups(true, None, &batch[..2]);
+        assert_eq!(unmapped.len(), 2);
+        for (group, p) in unmapped.iter().zip(&batch) {
+            assert_eq!(slot_of(group.canary.as_bytes()), slot_of(p.log.as_bytes()));
+            assert_eq!(group.slot, slot_of(p.log.as_bytes()));
+        }
     }
 }

@@ -3,13 +3,8 @@
 -- older owner can go in after it (XADD refuses an id below the stream's last id), even
 -- one sent unchecked on that owner's fast path (`lua/append_checked.lua`).
 --   KEYS[1] the room's lease, KEYS[2] the game's log
---   ARGV[1] the new owner's token, ARGV[2] its epoch, ARGV[3] '1' where logs are in the
---           epoch layout (one Redis: `lua/append_checked.lua`), '0' where they keep
---           `0-<seq>` ids (a Redis Cluster: `lua/append.lua`)
+--   ARGV[1] the new owner's token, ARGV[2] its epoch
 -- Returns 'OK', or 'FENCED' when the lease is no longer the caller's.
--- A log with `0-<seq>` ids on a Redis Cluster gets no mark (its next `0-<seq+1>` entry
--- would be refused below it): every append to it is checked against the lease, which is
--- the fence there.
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return 'FENCED'
 end
@@ -20,7 +15,7 @@ if #top > 0 then
   local ms, seq = string.match(top[1][1], '^(%d+)-(%d+)$')
   top_epoch, last = tonumber(ms), tonumber(seq)
 end
-if top_epoch >= epoch or (top_epoch == 0 and ARGV[3] ~= '1') then
+if top_epoch >= epoch then
   return 'OK'
 end
 redis.call('XADD', KEYS[2], epoch .. '-' .. last, 'f', ARGV[1])

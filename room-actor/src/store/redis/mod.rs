@@ -2,9 +2,8 @@
 //! for the start entry, snapshot and record, a sorted set per user for `/api/me/games`.
 //! A log's ids are `<lease epoch>-<seq>`, so the stream itself refuses an older owner's
 //! entry once a new owner fenced it (`redis/lua/fence.lua`); appends are group-committed
-//! per thread, checked by a script or sent as bare `XADD`s (`redis/append.rs`; one script
-//! per append on a Redis Cluster, `redis/lua/append.lua`). Finished games expire after 90
-//! days.
+//! per thread (per master on a Redis Cluster), checked by a script or sent as bare `XADD`s
+//! (`redis/append/`). Finished games expire after 90 days.
 //!
 //! The connection (`redis/conn.rs`: one Redis or a Redis Cluster) reconnects with
 //! backoff after Redis restarts; while Redis is away every call fails with `StoreError::Unavailable` and the
@@ -46,23 +45,19 @@ pub const RETENTION: Duration = Duration::from_secs(90 * 24 * 3600);
 pub struct RedisStore {
     conn: RedisConn,
     keys: Keys,
-    /// Shared, like the rest: an append on a Redis Cluster clones the store into its future.
-    append: Arc<Script>,
     /// `redis/lua/fence.lua`: a node that takes a room over fences its game's log first.
     fence: Arc<Script>,
     /// Replicated acknowledgements (`ROOMD__REDIS__ACK_REPLICAS` > 0).
     acks: Option<Arc<Acks>>,
     /// One Redis or a Redis Cluster, as the target said when the store connected.
     topology: Topology,
-    /// How appends reach Redis, as the topology chose: group commit (`redis/append.rs`),
-    /// or one script per entry.
+    /// How appends reach Redis: group commit (`redis/append/`).
     appends: Appends,
     /// A connection per thread for the hot path (appends, the bus publisher): each is
     /// driven by the thread whose rooms use it.
     thread_conns: Arc<ThreadConns>,
 }
 
-const APPEND_LUA: &str = include_str!("../../redis/lua/append.lua");
 const FENCE_LUA: &str = include_str!("../../redis/lua/fence.lua");
 
 /// `EVALSHA` of `script` as one pipeline command (a pipeline cannot load a script: on
@@ -149,7 +144,6 @@ impl RedisStore {
         Ok(RedisStore {
             conn,
             keys,
-            append: Arc::new(Script::new(APPEND_LUA)),
             fence: Arc::new(Script::new(FENCE_LUA)),
             acks: None,
             topology,
@@ -159,8 +153,8 @@ impl RedisStore {
     }
 
     /// Appends wait `window` after the first entry of a batch for more to join it (see
-    /// `redis/append.rs`); zero (the default) sends each batch at once. Call it before
-    /// the first append. A Redis Cluster sends each append on its own: no window there.
+    /// `redis/append/`); zero (the default) sends each batch at once. Call it before
+    /// the first append.
     pub fn with_batch_window(mut self, window: Duration) -> RedisStore {
         self.appends = self.appends.windowed(window);
         self
