@@ -33,17 +33,50 @@ use tracing::{info, warn};
 /// The development secret older builds compiled in: public, so refused in any mode.
 const OLD_PUBLIC_SECRET: &str = "roomd-dev-secret-change-me";
 
-/// The web client's Content-Security-Policy: scripts, styles and connections from this
-/// origin only (no inline script or style), never framed.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
-     connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+/// The web client's Content-Security-Policy: scripts and styles from this origin only (no
+/// inline script or style), never framed; connections to this origin and, when the node
+/// has a public URL, to where the cluster's nodes are ([`node_sources`]): the page's SDK
+/// opens a room's socket straight at its owner (the room's `nodeUrl`).
+pub fn csp(public_url: Option<&str>) -> String {
+    let mut connect = String::from("'self'");
+    for source in public_url.map(node_sources).unwrap_or_default() {
+        connect.push(' ');
+        connect.push_str(&source);
+    }
+    format!(
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+         connect-src {connect}; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+}
 
-/// Headers every response carries unless its handler set its own: a strict CSP, no
-/// sniffing, no framing, no referrer, and `no-store` (API answers carry tokens and
+/// Where a cluster's nodes are, as CSP sources, worked out from one node's public URL:
+/// the nodes of a deployment share its scheme and either its parent domain, one host per
+/// node (`https://roomd-3.rooms.example.com`: `*.rooms.example.com`, the Kubernetes
+/// manifests' form), or its host, one port per node (`http://localhost:8081`:
+/// `localhost:*`, compose's; also an IP address or a two-label domain). Each for HTTP and
+/// its WebSocket scheme (a CSP source for `https:` does not cover `wss:`).
+fn node_sources(public_url: &str) -> Vec<String> {
+    let Ok(url) = url::Url::parse(public_url) else { return Vec::new() };
+    let ws = if url.scheme() == "https" { "wss" } else { "ws" };
+    let any_port = if url.port().is_some() { ":*" } else { "" };
+    let place = match url.host() {
+        Some(url::Host::Domain(domain)) => match domain.split_once('.') {
+            Some((_, parent)) if parent.contains('.') => format!("*.{parent}{any_port}"),
+            _ => format!("{domain}:*"),
+        },
+        Some(url::Host::Ipv4(ip)) => format!("{ip}:*"),
+        Some(url::Host::Ipv6(ip)) => format!("[{ip}]:*"),
+        None => return Vec::new(),
+    };
+    vec![format!("{}://{place}", url.scheme()), format!("{ws}://{place}")]
+}
+
+/// Headers every response carries unless its handler set its own: a strict CSP ([`csp`]),
+/// no sniffing, no framing, no referrer, and `no-store` (API answers carry tokens and
 /// private views; static files set their own `no-cache`).
-pub fn security_headers() -> DefaultHeaders {
+pub fn security_headers(csp: &str) -> DefaultHeaders {
     DefaultHeaders::new()
-        .add(("Content-Security-Policy", CSP))
+        .add(("Content-Security-Policy", csp))
         .add(("X-Content-Type-Options", "nosniff"))
         .add(("X-Frame-Options", "DENY"))
         .add(("Referrer-Policy", "no-referrer"))
@@ -327,6 +360,8 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
     let bind = format!("{}:{}", state.settings.http.bind, state.settings.http.port);
     let workers = state.settings.http.workers;
     let app_state = state.clone();
+    // (Checked when the state was built.)
+    let csp = csp(state.settings.node.public_url().ok().flatten().as_deref());
     let mut server = HttpServer::new(move || {
         // Runs on each worker as it starts.
         app_state.room_threads.register_current();
@@ -335,7 +370,7 @@ fn serve(state: web::Data<AppState>) -> Result<Running, StartError> {
             .app_data(app_state.clone())
             .app_data(api::json_config())
             .app_data(api::query_config())
-            .wrap(security_headers())
+            .wrap(security_headers(&csp))
             .configure(api::routes)
             .route("/ws", web::get().to(ws::upgrade))
             .configure(admin::routes)
@@ -412,7 +447,10 @@ fn serve_metrics(state: &web::Data<AppState>) -> Result<Option<SocketAddr>, Star
     };
     let app_state = state.clone();
     let server = HttpServer::new(move || {
-        App::new().app_data(app_state.clone()).wrap(security_headers()).route("/metrics", web::get().to(api::metrics))
+        App::new()
+            .app_data(app_state.clone())
+            .wrap(security_headers(&csp(None)))
+            .route("/metrics", web::get().to(api::metrics))
     })
     .workers(1)
     .disable_signals()
@@ -562,6 +600,41 @@ mod tests {
         let mut s = Settings::load(None).unwrap_or_else(|e| panic!("default settings: {e}"));
         s.auth.secret = None;
         s
+    }
+
+    #[test]
+    fn the_pages_connect_src_names_where_the_clusters_nodes_are_from_the_nodes_public_url() {
+        let connect = |url: Option<&str>| {
+            let csp = csp(url);
+            let part = csp.split("; ").find(|p| p.starts_with("connect-src ")).map(str::to_owned);
+            part.unwrap_or_else(|| panic!("no connect-src in {csp}"))
+        };
+        assert_eq!(connect(None), "connect-src 'self'");
+        assert_eq!(
+            connect(Some("https://roomd-3.rooms.example.com")),
+            "connect-src 'self' https://*.rooms.example.com wss://*.rooms.example.com",
+            "a host per node (the Kubernetes manifests)"
+        );
+        assert_eq!(
+            connect(Some("https://roomd-3.rooms.example.com:8443")),
+            "connect-src 'self' https://*.rooms.example.com:* wss://*.rooms.example.com:*"
+        );
+        assert_eq!(
+            connect(Some("http://localhost:8081")),
+            "connect-src 'self' http://localhost:* ws://localhost:*",
+            "a port per node (compose)"
+        );
+        assert_eq!(connect(Some("http://10.0.3.7:8080")), "connect-src 'self' http://10.0.3.7:* ws://10.0.3.7:*");
+        assert_eq!(connect(Some("http://[::1]:8080")), "connect-src 'self' http://[::1]:* ws://[::1]:*");
+        assert_eq!(
+            connect(Some("https://example.com/n/roomd-1")),
+            "connect-src 'self' https://example.com:* wss://example.com:*",
+            "no parent domain wider than the node's own"
+        );
+        let full = csp(Some("https://roomd-3.rooms.example.com"));
+        for part in ["default-src 'none'", "script-src 'self'", "frame-ancestors 'none'"] {
+            assert!(full.contains(part), "{full} lacks {part}");
+        }
     }
 
     #[test]

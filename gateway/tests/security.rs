@@ -435,6 +435,17 @@ async fn responses_carry_security_headers_and_tokens_are_not_cached() {
     assert!(asset.headers().contains_key("content-security-policy"));
 }
 
+/// Issue 60: a node with a public URL lets its page connect to the other nodes of its
+/// deployment (the SDK opens a room's socket at its owner's `nodeUrl`), and nowhere else.
+#[tokio::test]
+async fn a_node_with_a_public_url_lets_its_page_reach_the_other_nodes_sockets() {
+    let server = start_server_with(|s| s.node.public_url = Some("https://roomd-0.rooms.example.com".into()));
+    let page = server.http.get(server.url("/")).send().await.unwrap();
+    let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+    assert!(csp.contains("connect-src 'self' https://*.rooms.example.com wss://*.rooms.example.com;"), "{csp}");
+    assert!(csp.contains("script-src 'self';") && !csp.contains("unsafe-inline"), "{csp}");
+}
+
 // ---- 6. error reasons ----------------------------------------------------------------
 
 #[tokio::test]
