@@ -377,7 +377,8 @@ async function showRoom(roomId) {
     },
   };
   setScreen(head(), h('p', { class: 'muted' }, '방에 들어가는 중…'));
-  sock.sub(roomId);
+  // The info just read names the room's owner (`nodeUrl`): the socket goes straight there.
+  sock.sub(roomId, info);
 }
 
 // ---- boot --------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 // The page's session (localStorage) and its use of the roomd SDK (@roomd/client, built
-// into ./sdk/ from clients/js): the HTTP calls and the one reconnecting WebSocket. No
+// into ./sdk/ from clients/js): the HTTP calls and the reconnecting connection. No
 // protocol code lives here: acks, resends with the original cs, 1012 and room_moved
-// handling are the SDK's.
+// handling are the SDK's, and so is where each room's socket goes (straight to the
+// room's owner when room info names its `nodeUrl`, following the room when it moves,
+// through this page's own node when the owner cannot be reached: one socket per node).
 
 import { RoomdClient, RoomdError } from './sdk/index.js';
 
@@ -35,7 +37,7 @@ const storedCs = {
   },
 };
 
-/** The page's socket: the SDK connection, with the app's handlers. */
+/** The page's sockets (one per node its rooms live on): the SDK connection, with the app's handlers. */
 export class Socket {
   constructor(token, handlers) {
     this.token = token;
@@ -48,7 +50,8 @@ export class Socket {
 
   get reconnects() { return this.conn.reconnects; }
 
-  sub(room) { this.conn.room(room); }
+  /** Watches a room; `info` (its room info, when the page has it) saves the SDK a lookup of its owner. */
+  sub(room, info) { this.conn.room(room, info); }
 
   unsub(room) { this.conn.unsub(room); }
 

@@ -1,7 +1,9 @@
-// The WebSocket half of the protocol: one socket for many rooms, `act` with automatic
-// `cs`, acks/rejects as promises, typed room channels, and reconnection that resumes
-// every subscription and resends each unacknowledged action with its ORIGINAL `cs` (the
-// server deduplicates, so a resend is never applied twice).
+// The WebSocket half of the protocol: one socket per node the user's rooms live on (each
+// room's socket at its owner, `nodeUrl` in room info, followed when the room moves, with
+// the client's `baseUrl` as the fallback), `act` with automatic `cs`, acks/rejects as
+// promises, typed room channels, and reconnection that resumes every subscription and
+// resends each unacknowledged action with its ORIGINAL `cs` (the server deduplicates, so
+// a resend is never applied twice, whichever node it reaches).
 
 import type {
   AckMessage,
@@ -65,10 +67,20 @@ export interface ConnectOptions {
   /** Delay before resending an action the server could not place (`room_unavailable`). */
   resendMs?: number;
   /**
-   * Connect to this node first: a room's `nodeUrl` (its owner's public base URL), which
-   * skips the hop from another node to the owner. Once a socket to it fails or closes,
-   * the next try goes to the client's `baseUrl` (any node serves every room), and the
-   * tries alternate from then on until one opens.
+   * Connect each room's socket straight to the room's owner when its info names one
+   * (`nodeUrl`), one socket per node; default true. `false`: every room on the one
+   * socket at `baseUrl` (any node serves every room, through a hop to the owner).
+   */
+  direct?: boolean;
+  /**
+   * How long a socket that no room needs any more stays open, in case a room comes
+   * back to its node (a player going from room to lobby to room). Default 5000 ms.
+   */
+  idleMs?: number;
+  /**
+   * The node the socket at `baseUrl` tries first (older option: rooms now find their
+   * owners by themselves). Once a socket to it fails or closes, the next try goes to
+   * `baseUrl`, and the tries alternate from then on until one opens.
    */
   nodeUrl?: string;
 }
@@ -83,6 +95,15 @@ export interface ConnectionEvents {
   unauthorized: void;
   /** A socket-level `error` (not about one action). */
   error: ErrorMessage;
+}
+
+/** One of a connection's sockets, as [`Connection.sockets`] lists it. */
+export interface NodeSocketInfo {
+  /** The node's base URL (`http(s)://…`): a room owner's `nodeUrl`, or the client's `baseUrl`. */
+  url: string;
+  status: ConnectionStatus;
+  /** The rooms it carries (none while it idles before closing). */
+  rooms: string[];
 }
 
 type Listener<T> = (value: T) => void;
@@ -108,9 +129,96 @@ interface Pending {
   reject: (err: Error) => void;
 }
 
-const RTT_ALPHA = 0.2;
+type Timer = ReturnType<typeof setTimeout>;
 
-/** One WebSocket to roomd for all of a user's rooms. Made by [`RoomdClient.connect`]. */
+/** One WebSocket to one node, carrying the rooms routed to it. */
+interface NodeSocket {
+  /** The node's base URL, normalised ([`nodeKey`]): its key in `Connection.byNode`. */
+  readonly key: string;
+  /** The socket at the client's `baseUrl`: the fallback of every room; never given up. */
+  readonly home: boolean;
+  ws: WebSocket | null;
+  /** The base URL of the current (or last) try: `key`, or `ConnectOptions.nodeUrl` for home. */
+  url: string;
+  status: ConnectionStatus;
+  /** The current WebSocket opened (a failure before this is "cannot be reached"). */
+  opened: boolean;
+  /** Some WebSocket to this node opened once: the node was there, so its rooms may have moved. */
+  everOpened: boolean;
+  retry: number;
+  /** Home with `ConnectOptions.nodeUrl`: the next try goes there (alternating with `baseUrl`). */
+  toNode: boolean;
+  /** The next reconnect. */
+  timer?: Timer;
+  /** Closes the socket once no room has needed it for `idleMs`. */
+  idle?: Timer;
+}
+
+/** Where a watched room's socket is, and its owner lookups. */
+interface Route {
+  /**
+   * The `NodeSocket.key` carrying the room (subscribed there; its frames are taken from
+   * there only); null while it is looked up (its socket was lost, or it is new).
+   */
+  node: string | null;
+  /**
+   * The node the room moves to once that node's socket opens (until then it stays
+   * subscribed on `node`, so a move costs no gap, and an owner that cannot be reached
+   * costs nothing).
+   */
+  next: string | null;
+  /** Bumped by every lookup, so that an answer overtaken by a newer lookup is ignored. */
+  gen: number;
+  /** A lookup is in flight. */
+  busy: boolean;
+  /** When the last lookup started (ms since the epoch). */
+  lookedAt: number;
+  /** The server dropped the room's subscription (`room_moved`): `sub` again, even on the same node. */
+  resub: boolean;
+  /** The next lookup. */
+  timer?: Timer;
+}
+
+const RTT_ALPHA = 0.2;
+/**
+ * Lookups of a room that moved before it stays where it is: room info may still name the
+ * old owner for a moment (a drained room is claimed on its next request; a dead owner is
+ * found gone in ~0.3–1.5 s). Spaced by the reconnect backoff (250 ms doubling: ~8 s in all).
+ */
+const SETTLE_TRIES = 5;
+/**
+ * How long a node that could not be reached, or that drains, is not tried again for a
+ * room: its rooms use `baseUrl` meanwhile (any node serves every room, through a hop).
+ * Doubled for each failure in a row (an address this client can never reach, such as
+ * one the page's Content-Security-Policy forbids), up to `AVOID_MAX_MS`.
+ */
+const AVOID_MS = 30_000;
+const AVOID_MAX_MS = 600_000;
+/** The least time between two lookups of a room for `room_unavailable` (not a sure move). */
+const UNSURE_LOOKUP_MS = 2000;
+const STATUS_RANK: Record<ConnectionStatus, number> = { open: 0, connecting: 1, closed: 2 };
+
+/** A base URL in one spelling (origin + path, no trailing slash), so equal nodes share a socket. */
+function nodeKey(url: string): string {
+  try {
+    const u = new URL(url);
+    return u.origin + u.pathname.replace(/\/+$/, '');
+  } catch {
+    return url.replace(/\/+$/, '');
+  }
+}
+
+/**
+ * A user's WebSockets to roomd, one per node the user's rooms need (not one per room).
+ * Made by [`RoomdClient.connect`].
+ *
+ * Each room is looked up (`GET /api/rooms/{id}`) and its socket opened at its owner when
+ * the info names one (`nodeUrl`): rooms on the same node share that node's socket. When
+ * the room moves (`room_moved`, `room_unavailable`, or its node's socket closing with 1012
+ * as the node drains) it is looked up again and follows its new owner; when the owner
+ * cannot be reached the room falls back to the socket at the client's `baseUrl` (any
+ * node serves every room). Actions keep their `cs` wherever they are resent.
+ */
 export class Connection extends Emitter<ConnectionEvents> {
   status: ConnectionStatus = 'connecting';
   /** Reconnections so far. */
@@ -118,18 +226,18 @@ export class Connection extends Emitter<ConnectionEvents> {
   /** Round-trip time of actions (send → ack), an EMA with alpha 0.2; `null` until one. */
   rtt: number | null = null;
   readonly token: string;
-  private ws: WebSocket | null = null;
-  private opened = false;
-  private retry = 0;
   private closed = false;
-  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly byNode = new Map<string, NodeSocket>();
   private readonly rooms = new Map<string, RoomChannel<GameId>>();
+  private readonly routes = new Map<string, Route>();
+  /** Nodes not to use for rooms `until` a time (ms since the epoch), and their failures in a row. */
+  private readonly avoid = new Map<string, { until: number; strikes: number }>();
   private readonly pending = new Map<string, Pending>();
   private readonly Ws: WebSocketCtor;
   private readonly cs: CsSource;
-  private readonly opts: Required<Pick<ConnectOptions, 'backoffMs' | 'maxBackoffMs' | 'resendMs'>>;
+  private readonly opts: Required<Pick<ConnectOptions, 'backoffMs' | 'maxBackoffMs' | 'resendMs' | 'idleMs' | 'direct'>>;
   private readonly nodeUrl: string | undefined;
-  private toNode = true;
+  private readonly homeKey: string;
 
   constructor(
     private readonly client: RoomdClient,
@@ -140,19 +248,36 @@ export class Connection extends Emitter<ConnectionEvents> {
     if (!Ws) throw new Error('no WebSocket: pass ConnectOptions.WebSocket (Node 20: --experimental-websocket)');
     this.Ws = Ws;
     this.cs = opts.cs ?? new ClockCs();
-    this.opts = { backoffMs: opts.backoffMs ?? 250, maxBackoffMs: opts.maxBackoffMs ?? 5000, resendMs: opts.resendMs ?? 500 };
+    this.opts = {
+      backoffMs: opts.backoffMs ?? 250,
+      maxBackoffMs: opts.maxBackoffMs ?? 5000,
+      resendMs: opts.resendMs ?? 500,
+      idleMs: opts.idleMs ?? 5000,
+      direct: opts.direct ?? true,
+    };
     this.token = client.token ?? '';
     this.nodeUrl = opts.nodeUrl?.replace(/\/+$/, '');
-    this.connect();
+    this.homeKey = nodeKey(client.baseUrl);
+    // With no room yet, the connection holds the socket at `baseUrl` (status, token check).
+    this.tidy();
   }
 
-  /** Subscribes to a room (as its player if seated, else as spectator) and returns its channel. */
-  room<G extends GameId = GameId>(roomId: string): RoomChannel<G> {
+  /**
+   * Subscribes to a room (as its player if seated, else as spectator) and returns its
+   * channel. The room's socket goes to its owner: `info` (from `client.room`, `sit`, …)
+   * says where, or the room is looked up first.
+   */
+  room<G extends GameId = GameId>(roomId: string, info?: Pick<RoomInfo, 'nodeUrl'>): RoomChannel<G> {
     let ch = this.rooms.get(roomId);
     if (!ch) {
       ch = new RoomChannel<GameId>(this, roomId);
       this.rooms.set(roomId, ch);
-      this.raw({ t: 'sub', room: roomId });
+      const route: Route = { node: null, next: null, gen: 0, busy: false, lookedAt: 0, resub: false };
+      this.routes.set(roomId, route);
+      if (!this.opts.direct) this.place(roomId, this.homeKey);
+      else if (info) this.place(roomId, this.target(info.nodeUrl));
+      else this.locate(roomId, null);
+      this.updateStatus();
     }
     return ch as unknown as RoomChannel<G>;
   }
@@ -161,7 +286,14 @@ export class Connection extends Emitter<ConnectionEvents> {
   unsub(roomId: string): void {
     if (!this.rooms.delete(roomId)) return;
     this.failPending(roomId, 'unsubscribed', '방에서 나갔어요');
-    this.raw({ t: 'unsub', room: roomId });
+    const route = this.routes.get(roomId);
+    this.routes.delete(roomId);
+    if (route) {
+      clearTimeout(route.timer);
+      if (route.node !== null) this.sendOn(route.node, { t: 'unsub', room: roomId });
+    }
+    this.tidy();
+    this.updateStatus();
   }
 
   /**
@@ -180,18 +312,20 @@ export class Connection extends Emitter<ConnectionEvents> {
       return promise;
     }
     this.pending.set(key(roomId, cs), p);
-    this.raw({ t: 'act', room: roomId, cs, a });
+    // A room not watched goes through `baseUrl`, whose socket this may need to open.
+    if (!this.routes.has(roomId)) this.tidy();
+    this.send(roomId, { t: 'act', room: roomId, cs, a });
     return promise;
   }
 
   /**
    * Sends a quick-chat phrase (a `key` of the game's `chatPhrases`) to a room you sit in.
    * Fire and forget: it comes back as a `chat` event to every watcher, or as an `error`
-   * event (`chat_off`, `rate_limited`: one per 2 s, `not_seated`). `false` when the socket
-   * is not open (a phrase is of the moment: it is not resent after a reconnect).
+   * event (`chat_off`, `rate_limited`: one per 2 s, `not_seated`). `false` when the room's
+   * socket is not open (a phrase is of the moment: it is not resent after a reconnect).
    */
   chat(roomId: string, phrase: string): boolean {
-    return this.raw({ t: 'chat', room: roomId, phrase });
+    return this.send(roomId, { t: 'chat', room: roomId, phrase });
   }
 
   /** Actions sent and not yet acknowledged or rejected: `[room, cs]`. */
@@ -199,64 +333,259 @@ export class Connection extends Emitter<ConnectionEvents> {
     return [...this.pending.keys()].map(unkey);
   }
 
-  /** Drops the socket as a network failure would (it reconnects). */
+  /** The sockets open (or opening, or idling before they close): one per node. */
+  sockets(): NodeSocketInfo[] {
+    return [...this.byNode.values()].map((s) => ({ url: s.url, status: s.status, rooms: this.roomsOn(s.key) }));
+  }
+
+  /** Drops every socket as a network failure would (each reconnects). */
   drop(): void {
-    this.ws?.close();
+    for (const s of this.byNode.values()) s.ws?.close();
   }
 
   /** Closes for good; unacknowledged actions fail with `closed`. */
   close(): void {
-    this.closed = true;
-    clearTimeout(this.timer);
+    this.shutDown();
     for (const room of [...new Set([...this.pending.values()].map((p) => p.room))]) {
       this.failPending(room, 'closed', '연결을 닫았어요');
     }
-    this.ws?.close();
     this.setStatus('closed');
   }
 
-  /** Sends one message if the socket is open; `false` otherwise (it is resent on reconnect). */
+  /**
+   * Sends one message now if its socket is open (the socket of its `room`, else the one
+   * at `baseUrl`); `false` otherwise (subscriptions and actions are resent on reconnect).
+   */
   raw(msg: unknown): boolean {
-    if (this.ws && this.ws.readyState === 1) {
-      this.ws.send(JSON.stringify(msg));
-      return true;
-    }
+    const room = (msg as { room?: unknown } | null)?.room;
+    if (typeof room === 'string') return this.send(room, msg);
+    if (this.sendOn(this.homeKey, msg)) return true;
+    for (const s of this.byNode.values()) if (this.sendOn(s.key, msg)) return true;
     return false;
   }
 
-  private setStatus(s: ConnectionStatus): void {
-    this.status = s;
-    this.emit('status', s);
+  /** @internal The base URL of the node whose socket carries `roomId`; null while it is looked up. */
+  nodeOf(roomId: string): string | null {
+    const node = this.routes.get(roomId)?.node ?? null;
+    if (node === null) return null;
+    return this.byNode.get(node)?.url ?? node;
   }
 
-  private connect(): void {
+  // ---- routing: which node's socket carries each room --------------------------------
+
+  /** The socket for a room whose info names `nodeUrl` (absent: the cluster names none). */
+  private target(nodeUrl: string | null | undefined): string {
+    if (!nodeUrl) return this.homeKey;
+    const k = nodeKey(nodeUrl);
+    return this.avoided(k) ? this.homeKey : k;
+  }
+
+  private avoided(k: string): boolean {
+    return k !== this.homeKey && Date.now() < (this.avoid.get(k)?.until ?? 0);
+  }
+
+  /** Node `k` failed (could not be reached, or drains): leave it alone for a while. */
+  private strike(k: string): void {
+    const strikes = (this.avoid.get(k)?.strikes ?? 0) + 1;
+    this.avoid.set(k, { until: Date.now() + Math.min(AVOID_MAX_MS, AVOID_MS * 2 ** (strikes - 1)), strikes });
+  }
+
+  /**
+   * Looks the room's owner up and moves the room to its socket. `settle` (after a move):
+   * while the answer has no news (the lookup failed, or it names the node the room just
+   * left or one that cannot be used), look again a few times, backing off: the cluster
+   * may not have named the new owner yet. The room is served wherever it is meanwhile.
+   */
+  private locate(roomId: string, settle: { from: string; tries: number } | null): void {
+    const route = this.routes.get(roomId);
+    if (!route || this.closed) return;
+    clearTimeout(route.timer);
+    route.timer = undefined;
+    route.busy = true;
+    route.lookedAt = Date.now();
+    const gen = ++route.gen;
+    // `undefined`: no answer (network, 5xx, 429); `null`: the room names no owner URL.
+    const lookup: Promise<string | null | undefined> = this.client.room(roomId).then(
+      (info) => info?.nodeUrl ?? null,
+      (e: { status?: number }) => (e.status !== undefined && e.status >= 400 && e.status < 500 && e.status !== 429 ? null : undefined),
+    );
+    void lookup.then((nodeUrl) => {
+      if (this.closed || this.routes.get(roomId) !== route || route.gen !== gen) return;
+      route.busy = false;
+      const at = this.target(nodeUrl);
+      this.place(roomId, at);
+      if (!settle || settle.tries >= SETTLE_TRIES) return;
+      const named = nodeUrl ? nodeKey(nodeUrl) : null;
+      const noNews = nodeUrl === undefined || (named !== null && (named === settle.from || named !== at));
+      if (!noNews) return;
+      const delay = Math.min(this.opts.maxBackoffMs, this.opts.backoffMs * 2 ** settle.tries);
+      route.timer = setTimeout(() => this.locate(roomId, { from: settle.from, tries: settle.tries + 1 }), delay);
+    });
+  }
+
+  /**
+   * Looks the room up again after `resendMs`. `moved` (`room_moved`): the room left its
+   * node, so look even if a lookup is under way (its answer may predate the move), and
+   * until the cluster names the new owner. Otherwise (`room_unavailable`: it may be
+   * moving, or its store is slow) one lookup, at most one per `UNSURE_LOOKUP_MS`.
+   */
+  private relocateSoon(roomId: string, moved: boolean): void {
+    const route = this.routes.get(roomId);
+    if (!route || !this.opts.direct) return;
+    if (!moved && (route.busy || route.timer !== undefined || Date.now() - route.lookedAt < UNSURE_LOOKUP_MS)) return;
+    clearTimeout(route.timer);
+    const settle = moved ? { from: route.node ?? this.homeKey, tries: 0 } : null;
+    route.timer = setTimeout(() => this.locate(roomId, settle), this.opts.resendMs);
+  }
+
+  /**
+   * Puts the room on node `at`'s socket: at once if that socket is open (or the room has
+   * no socket now), else once it opens, the room staying where it is until then.
+   */
+  private place(roomId: string, at: string): void {
+    const route = this.routes.get(roomId);
+    if (!route || this.closed) return;
+    const resub = route.resub;
+    route.resub = false;
+    if (route.node === at) {
+      route.next = null;
+      // Already there; after `room_moved` the server dropped the subscription: again.
+      // (A socket not open yet subscribes every room it carries when it opens.)
+      if (resub && this.sendOn(at, { t: 'sub', room: roomId })) this.resendRoom(roomId);
+    } else if (route.node === null || this.isOpen(at)) {
+      this.moveNow(roomId, route, at);
+    } else {
+      route.next = at;
+      this.tidy(); // opens `at`'s socket; `open` moves the room when it does
+      // The server dropped the subscription where the room is: take it up again meanwhile.
+      if (resub && this.sendOn(route.node, { t: 'sub', room: roomId })) this.resendRoom(roomId);
+    }
+    this.updateStatus();
+  }
+
+  /** `unsub` where the room was, `sub` on node `at`'s socket (now or when it opens), actions resent there. */
+  private moveNow(roomId: string, route: Route, at: string): void {
+    const from = route.node;
+    route.node = at;
+    route.next = null;
+    if (from !== null && from !== at) this.sendOn(from, { t: 'unsub', room: roomId });
+    this.tidy(); // opens `at`'s socket if need be; the old one idles if nothing else needs it
+    if (this.sendOn(at, { t: 'sub', room: roomId })) this.resendRoom(roomId);
+  }
+
+  /** A room's info in a `sync` or `room` frame names its owner: follow it if it is elsewhere. */
+  private hint(roomId: string, nodeUrl: string | undefined): void {
+    const route = this.routes.get(roomId);
+    if (!nodeUrl || !route || route.busy || !this.opts.direct) return;
+    const at = this.target(nodeUrl);
+    if (at !== this.homeKey && at !== route.node && at !== route.next) this.place(roomId, at);
+  }
+
+  /** The rooms node `k`'s socket carries. */
+  private roomsOn(k: string): string[] {
+    return [...this.routes].filter(([, r]) => r.node === k).map(([room]) => room);
+  }
+
+  private isOpen(k: string): boolean {
+    return this.byNode.get(k)?.ws?.readyState === 1;
+  }
+
+  /**
+   * The nodes whose sockets are needed now: where rooms are, and (`andNext`) where they
+   * are going.
+   */
+  private needed(andNext = true): Set<string> {
+    const need = new Set<string>();
+    for (const r of this.routes.values()) {
+      if (r.node !== null) need.add(r.node);
+      if (andNext && r.next !== null) need.add(r.next);
+    }
+    // With no room, the socket at `baseUrl` stays (status, token check, socket-level
+    // errors), and it carries actions for rooms not watched.
+    if (this.routes.size === 0 || [...this.pending.values()].some((p) => !this.routes.has(p.room))) need.add(this.homeKey);
+    return need;
+  }
+
+  /** Opens the sockets needed, and lets the others idle out after `idleMs`. */
+  private tidy(): void {
     if (this.closed) return;
-    const ws = new this.Ws(this.client.socketUrl(this.nodeUrl && this.toNode ? this.nodeUrl : undefined));
-    this.ws = ws;
-    this.setStatus('connecting');
+    const need = this.needed();
+    for (const k of need) {
+      let s = this.byNode.get(k);
+      if (!s) {
+        s = { key: k, home: k === this.homeKey, ws: null, url: k, status: 'connecting', opened: false, everOpened: false, retry: 0, toNode: true };
+        this.byNode.set(k, s);
+        this.open(s);
+      }
+      clearTimeout(s.idle);
+      s.idle = undefined;
+    }
+    for (const s of this.byNode.values()) {
+      if (need.has(s.key) || s.idle !== undefined) continue;
+      s.idle = setTimeout(() => {
+        s.idle = undefined;
+        if (!this.needed().has(s.key)) this.dispose(s);
+      }, this.opts.idleMs);
+    }
+  }
+
+  /** Forgets a socket and closes it (its late events are ignored: `s.ws` is no longer it). */
+  private dispose(s: NodeSocket): void {
+    clearTimeout(s.timer);
+    clearTimeout(s.idle);
+    if (this.byNode.get(s.key) === s) this.byNode.delete(s.key);
+    const ws = s.ws;
+    s.ws = null;
+    ws?.close();
+    this.updateStatus();
+  }
+
+  // ---- sockets ---------------------------------------------------------------------
+
+  private open(s: NodeSocket): void {
+    if (this.closed) return;
+    s.url = s.home && this.nodeUrl && s.toNode ? this.nodeUrl : s.key;
+    s.opened = false;
+    this.setSocketStatus(s, 'connecting');
+    let ws: WebSocket;
+    try {
+      ws = new this.Ws(this.client.socketUrl(s.url));
+    } catch {
+      // A URL the platform will not connect to (malformed, or refused by the page's
+      // Content-Security-Policy): as a socket that could not open.
+      s.ws = null;
+      setTimeout(() => {
+        if (this.byNode.get(s.key) === s && s.ws === null && s.timer === undefined) this.lost(s, 1006);
+      }, 0);
+      return;
+    }
+    s.ws = ws;
     ws.onopen = () => {
-      this.opened = true;
-      this.retry = 0;
-      this.setStatus('open');
-      for (const room of this.rooms.keys()) this.raw({ t: 'sub', room });
-      this.resend(() => true);
+      if (s.ws !== ws) return;
+      s.opened = true;
+      s.everOpened = true;
+      s.retry = 0;
+      if (!s.home) this.avoid.delete(s.key);
+      for (const room of this.roomsOn(s.key)) this.sendOn(s.key, { t: 'sub', room });
+      this.resend((p) => this.socketOf(p.room) === s.key);
+      // Rooms waiting for this socket to move here (see `place`).
+      for (const [room, route] of this.routes) if (route.next === s.key) this.moveNow(room, route, s.key);
+      this.setSocketStatus(s, 'open');
     };
     ws.onmessage = (ev: MessageEvent) => {
+      if (s.ws !== ws) return;
       let msg: ServerMessage;
       try {
         msg = JSON.parse(String(ev.data)) as ServerMessage;
       } catch {
         return;
       }
-      this.onMessage(msg);
+      this.onMessage(s, msg);
     };
     const lost = (code: number) => {
-      if (this.ws !== ws) return;
-      this.ws = null;
-      if (this.closed) return;
-      if (this.nodeUrl) this.toNode = !this.toNode;
-      this.setStatus('closed');
-      void this.reconnectAfter(code);
+      if (s.ws !== ws) return;
+      s.ws = null;
+      this.lost(s, code);
     };
     ws.onclose = (ev: CloseEvent) => lost(ev.code);
     // Some platforms (Node's undici) fire only `error` when the upgrade is refused.
@@ -265,33 +594,139 @@ export class Connection extends Emitter<ConnectionEvents> {
     };
   }
 
-  private async reconnectAfter(code: number): Promise<void> {
-    if (code === 1008 || !this.opened) {
-      // Refused before the upgrade (bad token) or by policy: check the token once.
-      try {
-        await this.client.request('GET', '/api/me/games?limit=1');
-      } catch (e) {
-        if ((e as { status?: number }).status === 401) {
-          this.closed = true;
-          this.emit('unauthorized', undefined);
-          return;
-        }
+  private lost(s: NodeSocket, code: number): void {
+    const wasOpen = s.opened;
+    s.opened = false;
+    if (this.closed || this.byNode.get(s.key) !== s) return;
+    this.setSocketStatus(s, 'closed');
+    if (s.home) {
+      if (this.nodeUrl) s.toNode = !s.toNode;
+      void this.reconnectAfter(s, code, wasOpen);
+    } else if (code === 1012 || !wasOpen) {
+      // The owner drains (1012), or cannot be reached: leave it alone for a while and
+      // look its rooms up again; they follow their new owner, or use `baseUrl` meanwhile.
+      // A node that was there before may have lost its rooms (a drain, a failover), so
+      // its rooms look again until the cluster names their new owner. Rooms that were
+      // only going to move here stay where they are.
+      this.strike(s.key);
+      const rooms = this.roomsOn(s.key);
+      for (const route of this.routes.values()) if (route.next === s.key) route.next = null;
+      this.dispose(s);
+      if (wasOpen) this.reconnects++;
+      for (const room of rooms) {
+        const route = this.routes.get(room);
+        if (route) route.node = null;
+        this.locate(room, s.everOpened ? { from: s.key, tries: 0 } : null);
       }
+      this.tidy();
+      this.updateStatus();
+      if (code === 1008) void this.checkToken();
+    } else {
+      // Lost after it opened (network, restart): the same node again, backing off; if it
+      // does not open, its rooms fall back as above.
+      void this.reconnectAfter(s, code, wasOpen);
     }
-    if (this.closed) return;
-    this.opened = false;
+  }
+
+  private async reconnectAfter(s: NodeSocket, code: number, wasOpen: boolean): Promise<void> {
+    // Refused before the upgrade (bad token?) or closed by policy: check the token once.
+    if ((code === 1008 || (s.home && !wasOpen)) && (await this.checkToken())) return;
+    if (this.closed || this.byNode.get(s.key) !== s) return;
     // 1012: the node drains; come back at once (to any node). Otherwise back off.
-    const base = Math.min(this.opts.maxBackoffMs, this.opts.backoffMs * 2 ** this.retry++);
+    const base = Math.min(this.opts.maxBackoffMs, this.opts.backoffMs * 2 ** s.retry++);
     const delay = code === 1012 ? 100 : base / 2 + Math.random() * (base / 2);
     this.reconnects++;
-    this.timer = setTimeout(() => this.connect(), delay);
+    s.timer = setTimeout(() => {
+      s.timer = undefined;
+      this.open(s);
+    }, delay);
+  }
+
+  /** `true` when the token was refused (401): the connection stops and says `unauthorized`. */
+  private async checkToken(): Promise<boolean> {
+    try {
+      await this.client.request('GET', '/api/me/games?limit=1');
+    } catch (e) {
+      if ((e as { status?: number }).status === 401 && !this.closed) {
+        this.shutDown();
+        this.setStatus('closed');
+        this.emit('unauthorized', undefined);
+        return true;
+      }
+    }
+    return this.closed;
+  }
+
+  /** Stops every socket and timer for good. */
+  private shutDown(): void {
+    this.closed = true;
+    for (const r of this.routes.values()) clearTimeout(r.timer);
+    for (const s of [...this.byNode.values()]) {
+      clearTimeout(s.timer);
+      clearTimeout(s.idle);
+      const ws = s.ws;
+      s.ws = null;
+      ws?.close();
+    }
+    this.byNode.clear();
+  }
+
+  private setSocketStatus(s: NodeSocket, status: ConnectionStatus): void {
+    s.status = status;
+    this.updateStatus();
+  }
+
+  /**
+   * The connection's status: the worst of the sockets that carry its rooms (a room being
+   * looked up: connecting; a socket a room will move to once it opens does not count).
+   */
+  private updateStatus(): void {
+    if (this.closed) return;
+    let worst: ConnectionStatus = 'open';
+    const worse = (st: ConnectionStatus) => {
+      if (STATUS_RANK[st] > STATUS_RANK[worst]) worst = st;
+    };
+    for (const k of this.needed(false)) worse(this.byNode.get(k)?.status ?? 'connecting');
+    for (const r of this.routes.values()) if (r.node === null) worse('connecting');
+    if (worst !== this.status) this.setStatus(worst);
+  }
+
+  private setStatus(s: ConnectionStatus): void {
+    this.status = s;
+    this.emit('status', s);
+  }
+
+  // ---- messages --------------------------------------------------------------------
+
+  /** The node whose socket carries messages about `roomId` (null: none now). */
+  private socketOf(roomId: string): string | null {
+    const route = this.routes.get(roomId);
+    return route ? route.node : this.homeKey;
+  }
+
+  private send(roomId: string, msg: unknown): boolean {
+    const at = this.socketOf(roomId);
+    return at !== null && this.sendOn(at, msg);
+  }
+
+  private sendOn(at: string, msg: unknown): boolean {
+    const ws = this.byNode.get(at)?.ws;
+    if (ws && ws.readyState === 1) {
+      ws.send(JSON.stringify(msg));
+      return true;
+    }
+    return false;
+  }
+
+  private resendRoom(roomId: string): void {
+    this.resend((p) => p.room === roomId);
   }
 
   private resend(which: (p: Pending) => boolean): void {
     for (const [k, p] of this.pending) {
       if (!which(p)) continue;
       p.sentAt = Date.now();
-      this.raw({ t: 'act', room: p.room, cs: unkey(k)[1], a: p.a });
+      this.send(p.room, { t: 'act', room: p.room, cs: unkey(k)[1], a: p.a });
     }
   }
 
@@ -303,7 +738,14 @@ export class Connection extends Emitter<ConnectionEvents> {
     }
   }
 
-  private onMessage(msg: ServerMessage): void {
+  private onMessage(s: NodeSocket, msg: ServerMessage): void {
+    const roomId = 'room' in msg ? msg.room : undefined;
+    if (roomId !== undefined && this.socketOf(roomId) !== s.key) {
+      // A socket the room has left (it follows its owner elsewhere now): only answers to
+      // actions count (an ack is an ack wherever it comes from); its views, chat and
+      // errors would race the room's socket, which sends its own `sync`.
+      if (msg.t !== 'ack' && msg.t !== 'reject' && !(msg.t === 'error' && msg.code === 'room_unavailable' && msg.cs !== undefined)) return;
+    }
     this.emit('message', msg);
     if (msg.t === 'ack' || msg.t === 'reject') {
       const k = key(msg.room, msg.cs);
@@ -319,23 +761,36 @@ export class Connection extends Emitter<ConnectionEvents> {
         }
       }
     } else if (msg.t === 'error') {
-      if (msg.code === 'room_unavailable' && msg.room !== undefined && msg.cs !== undefined) {
-        // The action's fate is unknown: send the same cs again (dedupe makes it safe).
+      if (msg.code === 'room_unavailable' && msg.room !== undefined) {
+        // The room is between owners, or the action's fate is unknown: send the same cs
+        // again (dedupe makes it safe), and see whether the room has a new owner.
         const room = msg.room;
-        const k = key(room, msg.cs);
-        setTimeout(() => this.resend((p) => this.pending.get(k) === p), this.opts.resendMs);
+        if (msg.cs !== undefined) {
+          const k = key(room, msg.cs);
+          setTimeout(() => this.resend((p) => this.pending.get(k) === p), this.opts.resendMs);
+        }
+        this.relocateSoon(room, false);
       } else if (msg.code === 'room_moved' && msg.room !== undefined) {
-        // The room lives elsewhere now: subscribe again (the server finds it) and resend.
+        // The room lives elsewhere now: find its owner (or stay: the server finds it),
+        // subscribe again there and resend its actions.
         const room = msg.room;
-        setTimeout(() => {
-          if (this.rooms.has(room)) this.raw({ t: 'sub', room });
-          this.resend((p) => p.room === room);
-        }, this.opts.resendMs);
+        const route = this.routes.get(room);
+        if (route) {
+          route.resub = true;
+          if (this.opts.direct) this.relocateSoon(room, true);
+          else setTimeout(() => this.place(room, this.homeKey), this.opts.resendMs);
+        } else {
+          setTimeout(() => this.resendRoom(room), this.opts.resendMs);
+        }
       } else if (msg.room === undefined) {
         this.emit('error', msg);
       }
+    } else if (msg.t === 'room') {
+      this.hint(msg.room, msg.info.nodeUrl);
+    } else if (msg.t === 'sync' && isRoomInfo(msg.view)) {
+      this.hint(msg.room, msg.view.nodeUrl);
     }
-    const room = 'room' in msg && msg.room !== undefined ? this.rooms.get(msg.room) : undefined;
+    const room = roomId !== undefined ? this.rooms.get(roomId) : undefined;
     room?.deliver(msg);
   }
 }
@@ -379,6 +834,15 @@ export class RoomChannel<G extends GameId> extends Emitter<RoomEvents<G>> {
     readonly roomId: string,
   ) {
     super();
+  }
+
+  /**
+   * The base URL of the node whose socket carries this room: its owner's `nodeUrl`, or
+   * the client's `baseUrl` when the room names no owner or its owner cannot be reached;
+   * `null` while the room is being looked up.
+   */
+  get nodeUrl(): string | null {
+    return this.conn.nodeOf(this.roomId);
   }
 
   /** Whether this user watches without a seat (known once the room's info arrived). */

@@ -6,4 +6,4 @@ export { applyPatch, PatchError } from './patch.js';
 export { RoomdClient, RoomdError, nextCursor, replayScenes } from './http.js';
 export type { ClientOptions, ListRoomsQuery, RoomPage } from './http.js';
 export { Connection, RoomChannel, ActionRejected, ClockCs } from './connection.js';
-export type { ConnectOptions, ConnectionEvents, ConnectionStatus, CsSource, RoomEvents, WebSocketCtor } from './connection.js';
+export type { ConnectOptions, ConnectionEvents, ConnectionStatus, CsSource, NodeSocketInfo, RoomEvents, WebSocketCtor } from './connection.js';

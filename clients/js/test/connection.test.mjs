@@ -261,6 +261,70 @@ test('a connection given a room\'s nodeUrl tries that node first and falls back 
   } finally { await odd.stop(); }
 });
 
+test('a room stays on its socket while the owner its info names cannot be reached', async () => {
+  // The waiting room's sync names its owner (nodeUrl, a closed port): the SDK tries it
+  // without leaving the room's socket, then keeps the room where it is.
+  const odd = await startRoomd({ ROOMD__NODE__PUBLIC_URL: 'http://127.0.0.1:9' });
+  try {
+    const host = new RoomdClient({ baseUrl: odd.base });
+    await host.createSession('도윤');
+    const { roomId } = await host.createRoom({ game: 'tally', options: { target: 1000 } });
+    Tap.urls = [];
+    Tap.sent = [];
+    Tap.filter = (m) => m;
+    const conn = host.connect({ WebSocket: Tap, backoffMs: 20 });
+    try {
+      const room = conn.room(roomId, {}); // info naming no owner: the base URL's socket
+      await until('the room info', () => room.info);
+      assert.equal(room.info.nodeUrl, 'http://127.0.0.1:9');
+      await until('a try at the owner', () => Tap.urls.some((u) => u.startsWith('ws://127.0.0.1:9/ws?')));
+      await host.start(roomId);
+      await until('the view', () => room.view);
+      await room.act({ type: 'bump' });
+      assert.equal(room.nodeUrl, odd.base);
+      assert.deepEqual(Tap.sent.filter((m) => m.t === 'unsub' || m.t === 'sub').map((m) => m.t), ['sub'], 'never left its socket');
+      assert.deepEqual(conn.sockets().map((s) => s.url), [odd.base]);
+    } finally { conn.close(); }
+  } finally { await odd.stop(); }
+});
+
+test('conn.room looks the owner up unless given the room\'s info; direct: false never does', async () => {
+  const odd = await startRoomd({ ROOMD__NODE__PUBLIC_URL: 'http://127.0.0.1:9' });
+  try {
+    const lookups = [];
+    const counting = (input, init) => {
+      if (/\/api\/rooms\/r_/.test(String(input))) lookups.push(String(input));
+      return fetch(input, init);
+    };
+    const host = new RoomdClient({ baseUrl: odd.base, fetch: counting });
+    await host.createSession('도윤');
+    const { roomId } = await host.createRoom({ game: 'tally', options: { target: 1000 } });
+    await host.start(roomId);
+    const owner = 'ws://127.0.0.1:9/';
+    const cases = [
+      // [connect options, how to watch, lookups expected, owner tried]
+      [{}, (c) => c.room(roomId), true, true],
+      [{}, (c) => c.room(roomId, { nodeUrl: undefined }), false, false],
+      [{ direct: false }, (c) => c.room(roomId), false, false],
+    ];
+    for (const [opts, watch, looksUp, triesOwner] of cases) {
+      lookups.length = 0;
+      Tap.urls = [];
+      Tap.filter = (m) => m;
+      const conn = host.connect({ WebSocket: Tap, backoffMs: 20, ...opts });
+      try {
+        const room = watch(conn);
+        await until('the view', () => room.view);
+        await room.act({ type: 'bump' });
+        assert.equal(room.nodeUrl, odd.base);
+      } finally { conn.close(); }
+      const what = `${JSON.stringify(opts)} ${watch}`;
+      assert.equal(lookups.length > 0, looksUp, `${what}: ${lookups}`);
+      assert.equal(Tap.urls.some((u) => u.startsWith(owner)), triesOwner, `${what}: ${Tap.urls.join(' ')}`);
+    }
+  } finally { await odd.stop(); }
+});
+
 test('the socket URL keeps the base URL\'s path prefix', () => {
   const c = new RoomdClient({ baseUrl: 'https://rooms.example/games/', token: 't' });
   assert.equal(c.socketUrl(), 'wss://rooms.example/games/ws?token=t');
