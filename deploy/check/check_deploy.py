@@ -8,6 +8,12 @@
    gateway/src/config.rs with its default; every ROOMD__ variable used in deploy/ or k8s/
    names one of its keys; ports, probe paths, the drain budget and the release build agree
    between gateway/, the Dockerfile, compose and the manifests.
+4. Each node's own address (ROOMD__NODE__PUBLIC_URL, a room's `nodeUrl`): in compose, each
+   node's URL is published by nginx and leads to that node alone; in every rendered
+   kustomization that sets it (each overlay of k8s/overlays must), it is built from the
+   pod's name, and for every pod the autoscaler may start (roomd-0 .. roomd-(maxReplicas-1))
+   the ingress routes that URL's `/ws` (and any other path under that URL) to a Service
+   that selects that pod alone, on its http port, with TLS for https.
 
 Usage: check_deploy.py REPO_ROOT K8S_VERSION [RENDERED.yaml ...]
 Prints one line per problem and exits 1 if there is any.
@@ -21,6 +27,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -206,19 +213,231 @@ def routes(root: Path) -> set[str]:
     return set(re.findall(r'\.route\("(/[a-z]*)"', src))
 
 
+POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
+
+
+def selects_roomd(svc: dict, template_labels: dict) -> bool:
+    """Whether a Service's selector picks roomd pods (all of them, or one by its name)."""
+    sel = dict((svc.get("spec") or {}).get("selector") or {})
+    pod = sel.pop(POD_NAME_LABEL, None)
+    if pod is not None and not re.fullmatch(r"roomd-\d+", str(pod)):
+        return False
+    return bool(sel or pod) and all(template_labels.get(k) == v for k, v in sel.items())
+
+
+def check_workload(where: str, docs: list[dict], sts: dict) -> None:
+    """The StatefulSet, its autoscaler, its disruption budget and its governing Service
+    fit together and keep drains one at a time."""
+    spec = sts["spec"]
+    labels = spec["template"]["metadata"].get("labels") or {}
+    if "replicas" in spec:
+        problem(f"{where}: StatefulSet/roomd sets replicas: every apply would reset what the autoscaler chose")
+    if spec.get("podManagementPolicy") != "Parallel":
+        problem(f"{where}: StatefulSet/roomd needs podManagementPolicy Parallel (identical nodes: one pod that "
+                "is not ready must not hold up scaling)")
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        problem(f"{where}: StatefulSet/roomd must roll its pods (updateStrategy RollingUpdate)")
+    if (strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1) not in (1, "1"):
+        problem(f"{where}: StatefulSet/roomd must replace one pod at a time (no rollingUpdate.maxUnavailable > 1)")
+    governing = find(docs, "Service", str(spec.get("serviceName")))
+    if governing is None or (governing.get("spec") or {}).get("clusterIP") != "None" \
+            or not selects_roomd(governing, labels):
+        problem(f"{where}: StatefulSet/roomd serviceName {spec.get('serviceName')!r} is not a headless "
+                "Service of its pods")
+    hpa = next((d for d in docs if d.get("kind") == "HorizontalPodAutoscaler"
+                and ((d.get("spec") or {}).get("scaleTargetRef") or {}).get("name") == "roomd"), None)
+    ref = ((hpa or {}).get("spec") or {}).get("scaleTargetRef") or {}
+    if hpa is None or ref.get("kind") != "StatefulSet" or ref.get("apiVersion") != "apps/v1":
+        problem(f"{where}: no HorizontalPodAutoscaler scales apps/v1 StatefulSet roomd")
+    elif int(hpa["spec"].get("minReplicas", 1)) < 3:
+        problem(f"{where}: HorizontalPodAutoscaler roomd: minReplicas below 3 (a draining pod's rooms need "
+                "two live nodes to move to)")
+    pdbs = [d for d in docs if d.get("kind") == "PodDisruptionBudget"
+            and (((d.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}).items() <= labels.items()
+            and (((d.get("spec") or {}).get("selector") or {}).get("matchLabels"))]
+    if not pdbs or any(str((d.get("spec") or {}).get("maxUnavailable")) != "1" for d in pdbs):
+        problem(f"{where}: no PodDisruptionBudget with maxUnavailable 1 selects roomd's pods")
+
+
+def max_pods(docs: list[dict], sts: dict) -> int:
+    """How many pods the StatefulSet may have: the autoscaler's maxReplicas, or its replicas."""
+    for d in docs:
+        spec = d.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        if d.get("kind") == "HorizontalPodAutoscaler" and ref.get("kind") == "StatefulSet" \
+                and ref.get("name") == sts["metadata"]["name"]:
+            return int(spec["maxReplicas"])
+    return int(sts["spec"].get("replicas", 1))
+
+
+def _host_matches(pattern: str, host: str) -> bool:
+    """Ingress host matching: exact, or `*.domain` for one more label."""
+    if pattern.startswith("*."):
+        head, _, rest = host.partition(".")
+        return bool(head) and rest == pattern[2:]
+    return pattern == host
+
+
+def _path_matches(entry: dict, path: str) -> int:
+    """How well an Ingress path matches a request path: -1 not at all, else its length
+    (Exact beats every Prefix)."""
+    want = str(entry.get("path") or "/")
+    if entry.get("pathType") == "Exact":
+        return 1 << 20 if path == want else -1
+    want = want.rstrip("/")
+    return len(want) if not want or path == want or path.startswith(want + "/") else -1
+
+
+def check_node_addresses(where: str, docs: list[dict]) -> bool:
+    """Each pod's ROOMD__NODE__PUBLIC_URL comes from its name, and that address (its host,
+    path `/ws`) reaches that pod alone through the ingress. True when the rendering gives
+    pods addresses at all."""
+    before = len(problems)
+    sts = find(docs, "StatefulSet", "roomd")
+    if sts is None:
+        return False
+    for cm in (d for d in docs if d.get("kind") == "ConfigMap"):
+        if "ROOMD__NODE__PUBLIC_URL" in (cm.get("data") or {}):
+            problem(f"{where}: ConfigMap {cm['metadata']['name']} sets ROOMD__NODE__PUBLIC_URL: one value for "
+                    "every pod, and Kubernetes never expands $(POD_NAME) there; set it in the container's env")
+    ctr = next((c for c in sts["spec"]["template"]["spec"]["containers"] if c["name"] == "roomd"), {})
+    env = ctr.get("env") or []
+    index = {e.get("name"): i for i, e in enumerate(env)}
+    labels = sts["spec"]["template"]["metadata"].get("labels") or {}
+    per_pod = [d for d in docs if d.get("kind") == "Service"
+               and POD_NAME_LABEL in ((d.get("spec") or {}).get("selector") or {})]
+    if "ROOMD__NODE__PUBLIC_URL" not in index:
+        if per_pod:
+            problem(f"{where}: per-pod Services ({per_pod[0]['metadata']['name']}, ...) but no "
+                    "ROOMD__NODE__PUBLIC_URL: no room names its owner's address")
+        return False
+    at = index["ROOMD__NODE__PUBLIC_URL"]
+    entry = env[at]
+    template = entry.get("value")
+    if not template or entry.get("valueFrom"):
+        problem(f"{where}: ROOMD__NODE__PUBLIC_URL must be a value built from the pod's name, e.g. "
+                "https://$(POD_NAME).rooms.example.com")
+        return True
+    # $(VAR) is expanded by Kubernetes from variables defined before it; one of them must
+    # be the pod's name (downward API), or every pod would name the same address.
+    pod_vars = []
+    for var in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", template):
+        i = index.get(var)
+        if i is None or i > at:
+            problem(f"{where}: ROOMD__NODE__PUBLIC_URL uses $({var}), which is not defined before it in the "
+                    "container's env: Kubernetes would leave it as written")
+            continue
+        field = ((env[i].get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if field == "metadata.name":
+            pod_vars.append(var)
+    if not pod_vars:
+        problem(f"{where}: ROOMD__NODE__PUBLIC_URL {template!r} is not built from the pod's name "
+                "($(VAR) of a variable with fieldRef metadata.name)")
+        return True
+    ingresses = [d for d in docs if d.get("kind") == "Ingress"]
+    services = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Service"}
+    http = next((p for p in ctr.get("ports", []) if p.get("name") == "http"), {})
+    count = max_pods(docs, sts)
+    seen: dict[tuple[str, str], str] = {}
+    default_backends: set[str] = set()
+    for ordinal in range(count):
+        pod = f"{sts['metadata']['name']}-{ordinal}"
+        url = template
+        for var in pod_vars:
+            url = url.replace(f"$({var})", pod)
+        u = urlsplit(url)
+        if u.scheme not in ("http", "https") or not u.hostname or u.query or u.fragment or u.username \
+                or u.password:
+            problem(f"{where}: {pod}: ROOMD__NODE__PUBLIC_URL {url!r} is not an http(s) base URL without "
+                    "query, fragment or credentials (roomd refuses to start)")
+            continue
+        host, ws = u.hostname, u.path.rstrip("/") + "/ws"
+        if (host, ws) in seen:
+            problem(f"{where}: {pod} and {seen[(host, ws)]} have the same address {url}")
+            continue
+        seen[(host, ws)] = pod
+        # The rules that serve this host: exact hosts before wildcards before no host.
+        rules = []
+        for rank in (0, 1, 2):
+            for ing in ingresses:
+                for rule in (ing.get("spec") or {}).get("rules", []):
+                    h = rule.get("host")
+                    if (rank == 0 and h == host) or (rank == 1 and h and h != host and _host_matches(h, host)) \
+                            or (rank == 2 and not h):
+                        rules.append((ing, rule))
+            if rules:
+                break
+        if not rules:
+            problem(f"{where}: {pod}: no Ingress rule serves {host} (its ROOMD__NODE__PUBLIC_URL)")
+            continue
+        best, best_score = None, -1
+        for ing, rule in rules:
+            ing_name = ing["metadata"]["name"]
+            if (ing.get("spec") or {}).get("defaultBackend") and ing_name not in default_backends:
+                default_backends.add(ing_name)
+                problem(f"{where}: Ingress {ing_name} has a defaultBackend: a pod's host could lead elsewhere")
+            for route in ((rule.get("http") or {}).get("paths") or []):
+                score = _path_matches(route, ws)
+                if score > best_score:
+                    best, best_score = (ing, route), score
+                # Whatever the path under this pod's address (its host, and its URL's path
+                # when it has one), it leads to this pod or nowhere.
+                prefix, path = u.path.rstrip("/"), str(route.get("path") or "/")
+                if prefix and path != prefix and not path.startswith(prefix + "/"):
+                    continue
+                at_path = f"{host}{path}"
+                backend = (route.get("backend") or {}).get("service") or {}
+                svc = services.get(str(backend.get("name")))
+                if svc is None:
+                    problem(f"{where}: {at_path} leads to Service {backend.get('name')}, which does not exist")
+                    continue
+                spec = svc.get("spec") or {}
+                selector = spec.get("selector") or {}
+                if selector.get(POD_NAME_LABEL) != pod or spec.get("type", "ClusterIP") == "ExternalName" \
+                        or not all(labels.get(k) == v for k, v in selector.items() if k != POD_NAME_LABEL):
+                    problem(f"{where}: {at_path} leads to Service {backend.get('name')}, which does not select "
+                            f"{pod} alone ({POD_NAME_LABEL}: {pod} and roomd's pod labels)")
+                    continue
+                if spec.get("publishNotReadyAddresses"):
+                    problem(f"{where}: Service {backend.get('name')} publishes {pod} while it is not ready "
+                            "(starting, draining)")
+                want = backend.get("port") or {}
+                port = next((p for p in spec.get("ports", [])
+                             if ("name" in want and p.get("name") == want["name"])
+                             or ("number" in want and p.get("port") == want["number"])), None)
+                if port is None or port.get("targetPort", port.get("port")) not in ("http", http.get("containerPort")):
+                    problem(f"{where}: {at_path} reaches Service {backend.get('name')} on a port that is not the "
+                            "pod's http port")
+        if best is None:
+            problem(f"{where}: {pod}: no path of {host} serves {ws}")
+            continue
+        ing = best[0]
+        if u.scheme == "https" and not any(
+                t.get("secretName") and any(_host_matches(h, host) for h in t.get("hosts") or [])
+                for t in (ing.get("spec") or {}).get("tls") or []):
+            problem(f"{where}: {pod}: {url} is https but Ingress {ing['metadata']['name']} has no TLS "
+                    f"certificate for {host}")
+    if count and len(problems) == before:
+        first = template.replace(f"$({pod_vars[0]})", "roomd-N")
+        ok(f"{where}: roomd-0 .. roomd-{count - 1} each at {first} (/ws to that pod alone)")
+    return True
+
+
 def check_rendered(where: str, docs: list[dict], root: Path, drain_default: int) -> None:
     """The rendered roomd objects agree with the code."""
-    dep = find(docs, "Deployment", "roomd")
+    dep = find(docs, "StatefulSet", "roomd")
     cm = find(docs, "ConfigMap", "roomd-config")
     if dep is None or cm is None:
-        problem(f"{where}: no Deployment/roomd or ConfigMap/roomd-config")
+        problem(f"{where}: no StatefulSet/roomd or ConfigMap/roomd-config")
         return
     data = cm.get("data") or {}
     pod = dep["spec"]["template"]["spec"]
     ctr = next((c for c in pod["containers"] if c["name"] == "roomd"), None)
     if ctr is None:
-        problem(f"{where}: Deployment/roomd has no container 'roomd'")
+        problem(f"{where}: StatefulSet/roomd has no container 'roomd'")
         return
+    check_workload(where, docs, dep)
     port = int(data.get("ROOMD__HTTP__PORT", 8080))
     http = [p for p in ctr.get("ports", []) if p.get("name") == "http"]
     if not http or http[0]["containerPort"] != port:
@@ -248,10 +467,23 @@ def check_rendered(where: str, docs: list[dict], root: Path, drain_default: int)
         named = [p for p in ctr.get("ports", []) if p.get("name") == "metrics"]
         if not named or named[0]["containerPort"] != scrape_port:
             problem(f"{where}: containerPort 'metrics' is not ROOMD__METRICS__PORT ({scrape_port})")
-        public = find(docs, "Service", "roomd") or {}
-        for p in (public.get("spec") or {}).get("ports", []):
-            if p.get("targetPort") in ("metrics", scrape_port) or p.get("port") == scrape_port:
-                problem(f"{where}: the public Service roomd carries the metrics port")
+    # Only the metrics Service (component: metrics) carries the metrics port; no Service
+    # carries the peer port (links go pod to pod). The public Service roomd and the per-pod
+    # Services carry the player port alone.
+    listen = re.search(r":(\d+)$", str(data.get("ROOMD__CLUSTER__PEER_LISTEN", "")))
+    peer_port = int(listen.group(1)) if listen else None
+    labels = dep["spec"]["template"]["metadata"].get("labels") or {}
+    for svc in (d for d in docs if d.get("kind") == "Service"):
+        if not selects_roomd(svc, labels):
+            continue
+        name = svc["metadata"]["name"]
+        is_metrics = ((svc["metadata"].get("labels") or {}).get("app.kubernetes.io/component") == "metrics")
+        for p in (svc.get("spec") or {}).get("ports", []):
+            to = (p.get("targetPort"), p.get("port"))
+            if metrics_port and not is_metrics and ("metrics" in to or scrape_port in to):
+                problem(f"{where}: Service {name} carries the metrics port")
+            if "peer" in to or (peer_port and peer_port in to):
+                problem(f"{where}: Service {name} carries the peer-link port (links go pod to pod)")
     ann = dep["spec"]["template"]["metadata"].get("annotations") or {}
     if ann.get("prometheus.io/path") != "/metrics" or "/metrics" not in known:
         problem(f"{where}: pod annotation prometheus.io/path must be /metrics")
@@ -431,6 +663,7 @@ def main() -> int:
             raw.append((str(path.relative_to(root)), doc))
     validate_k8s(raw, version)
     names["k8s/ (as written)"] = k8s_env_names([d for _, d in raw])
+    rendered_docs: dict[str, list[dict]] = {}
     for path in rendered:
         docs = load_docs(path)
         if not docs:
@@ -440,8 +673,19 @@ def main() -> int:
         monitors = [d for _, d in raw if d.get("kind") == "ServiceMonitor"]
         check_rendered(path.name, docs + [m for m in monitors if m not in docs], root, drain_default)
         names[path.name] = k8s_env_names(docs)
+        rendered_docs[path.name] = docs
     if len(problems) == before:
         ok(f"{len(raw)} documents as written, {len(rendered)} rendered kustomizations")
+
+    print("k8s/: each pod's own address (ROOMD__NODE__PUBLIC_URL from the pod's name, routed to that pod alone)")
+    for name, docs in rendered_docs.items():
+        addressed = check_node_addresses(name, docs)
+        # The overlays this repository ships give each pod an address
+        # (k8s/components/node-addresses); the base alone is the any-node setup.
+        if not addressed and name.startswith("k8s-overlays-"):
+            problem(f"{name}: pods have no address of their own (add k8s/components/node-addresses)")
+        elif not addressed:
+            ok(f"{name}: no ROOMD__NODE__PUBLIC_URL: any node serves every room, rooms carry no nodeUrl")
 
     check_env_names(names, example_keys)
     if problems:

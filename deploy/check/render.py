@@ -1,8 +1,11 @@
 """A small kustomize for machines without `kubectl`/`kustomize` (scripts/check-deploy).
 
-Supports what k8s/ uses: resources (files and directories), namespace, labels (pairs,
-metadata only), images (newName/newTag/digest) and patches with a target and an inline
-JSON 6902 patch. Anything else fails loudly, so the check never passes on a half render.
+Supports what k8s/ uses: resources (files and directories), components (a Component adds
+its resources to what the kustomization has so far and applies its own patches to all of
+it, before the kustomization's own namespace, labels, images and patches), namespace,
+labels (pairs, metadata only), images (newName/newTag/digest) and patches with a target
+and an inline JSON 6902 patch. Anything else fails loudly, so the check never passes on a
+half render.
 
 Usage: render.py KUSTOMIZATION_DIR > rendered.yaml
 """
@@ -14,7 +17,7 @@ from pathlib import Path
 
 import yaml
 
-KNOWN = {"apiVersion", "kind", "resources", "namespace", "labels", "images", "patches"}
+KNOWN = {"apiVersion", "kind", "resources", "components", "namespace", "labels", "images", "patches"}
 CLUSTER_SCOPED = {"Namespace", "ClusterRole", "ClusterRoleBinding", "PersistentVolume", "StorageClass"}
 
 
@@ -71,18 +74,25 @@ def _images(doc: object, images: list[dict]) -> None:
             _images(item, images)
 
 
-def build(directory: Path) -> list[dict]:
+def build(directory: Path, accumulated: list[dict] | None = None) -> list[dict]:
+    """The documents of the kustomization in `directory`; a Component (kind Component)
+    works on `accumulated`, the documents of the kustomization that lists it."""
     k = yaml.safe_load((directory / "kustomization.yaml").read_text())
     unknown = set(k) - KNOWN
     if unknown:
         raise SystemExit(f"render.py: {directory}: unsupported fields {sorted(unknown)}; install kustomize")
-    docs: list[dict] = []
+    component = k.get("kind") == "Component"
+    if component != (accumulated is not None):
+        raise SystemExit(f"render.py: {directory}: a Component only under `components`, a Kustomization never")
+    docs: list[dict] = list(accumulated) if component else []
     for res in k.get("resources", []):
         path = (directory / res).resolve()
         if path.is_dir():
             docs += build(path)
         else:
             docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    for comp in k.get("components", []):
+        docs = build((directory / comp).resolve(), docs)
     for doc in docs:
         meta = doc.setdefault("metadata", {})
         if "namespace" in k and doc.get("kind") not in CLUSTER_SCOPED:
