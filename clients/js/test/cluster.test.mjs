@@ -194,9 +194,12 @@ test('a room whose owner cannot be reached is played through the base node', asy
   }
 });
 
-test('a room whose owner dies follows it to the node that takes it over', async () => {
-  const cluster = newCluster();
-  const nodes = await startNodes(cluster, [['ka'], ['kb'], ['kc']]);
+/**
+ * Three nodes `ids` and, made through the first (the base node), a tally room another
+ * node owns: `{ host, found, owner }`.
+ */
+async function roomOffTheBaseNode(ids) {
+  const nodes = await startNodes(newCluster(), ids.map((id) => [id]));
   const base = nodes[0];
   const host = new RoomdClient({ baseUrl: base.base });
   await host.createSession('도윤');
@@ -207,7 +210,11 @@ test('a room whose owner dies follows it to the node that takes it over', async 
     if (r.owner !== base.id) found = r;
   }
   assert.ok(found, 'no room landed off the base node');
-  const dead = nodes.find((n) => n.id === found.owner);
+  return { host, found, owner: nodes.find((n) => n.id === found.owner) };
+}
+
+test('a room whose owner dies follows it to the node that takes it over', async () => {
+  const { host, found, owner: dead } = await roomOffTheBaseNode(['ka', 'kb', 'kc']);
   const conn = host.connect();
   try {
     const room = conn.room(found.roomId);
@@ -233,18 +240,7 @@ test('a room whose owner dies follows it to the node that takes it over', async 
 });
 
 test('a room follows its owner\'s 1012 alone when the owner drains (no room_moved heard)', async () => {
-  const cluster = newCluster();
-  const nodes = await startNodes(cluster, [['da'], ['db'], ['dc']]);
-  const base = nodes[0];
-  const host = new RoomdClient({ baseUrl: base.base });
-  await host.createSession('도윤');
-  let found;
-  for (let i = 0; i < 40 && !found; i++) {
-    const r = await tallyRoom(host);
-    if (r.owner !== base.id) found = r;
-  }
-  assert.ok(found, 'no room landed off the base node');
-  const drained = nodes.find((n) => n.id === found.owner);
+  const { host, found, owner: drained } = await roomOffTheBaseNode(['da', 'db', 'dc']);
   const heard = [];
   const conn = host.connect({ WebSocket: WithoutRoomMoved });
   conn.on('message', (m) => heard.push(m.code ?? m.t));
