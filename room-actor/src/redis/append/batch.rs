@@ -6,7 +6,7 @@
 //! where what Redis said is read and where an entry is said stored or not.
 
 use super::queue::{Canary, Group, Queue};
-use super::{Appended, Appender, Pending, APPEND_CHECKED_LUA};
+use super::{Appended, Appender, Pending, APPEND_CHECKED_LUA, SUSPECT_AFTER_SHORTS};
 use crate::error::StoreError;
 use crate::redis::conn::RedisConn;
 use futures_util::future::join_all;
@@ -19,9 +19,6 @@ use tracing::warn;
 /// it every [`CANARY_REFRESH_EVERY`] batches; the key of a stopped node goes with time).
 const CANARY_TTL_MS: u64 = 24 * 3600 * 1000;
 const CANARY_REFRESH_EVERY: u32 = 1000;
-/// After this many `WAIT`s in a row on one server count too few replicas, the queue's
-/// connection is suspected ([`RedisConn::suspect`]: a Redis Cluster one is replaced).
-const SUSPECT_AFTER_SHORTS: u32 = 3;
 
 /// One group of a batch on its way: its entries split into fast and checked, with the
 /// queue's knowledge of its canary (taken out of the queue while the group runs).

@@ -101,6 +101,15 @@ pub const MAX_BATCH_BYTES: usize = 512 * 1024;
 
 pub(crate) const APPEND_CHECKED_LUA: &str = include_str!("../lua/append_checked.lua");
 
+/// After this many `WAIT`s in a row on one connection (the store's acknowledgement
+/// connections) or one master (a queue's batches) count too few replicas, the connection
+/// is suspected ([`RedisConn::suspect`](crate::redis::conn::RedisConn::suspect): a Redis
+/// Cluster one is replaced): replicas that are linked are counted within a `WAIT`'s
+/// timeout, so shorts that go on may be a connection that reaches the wrong server.
+/// Replaced or not, the writes keep being refused until the replicas count
+/// (level-triggered: nothing here assumes why).
+pub(crate) const SUSPECT_AFTER_SHORTS: u32 = 3;
+
 /// What happened to one entry of a batch that ran.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Appended {

@@ -4,7 +4,7 @@
 
 use super::{evalsha, unavailable, RedisStore};
 use crate::error::StoreError;
-use crate::redis::append::Replicated;
+use crate::redis::append::{Replicated, SUSPECT_AFTER_SHORTS};
 use crate::redis::conn::RedisConn;
 use crate::redis::target::RedisTarget;
 use redis::{Cmd, Script};
@@ -30,13 +30,6 @@ pub(super) struct Acks {
 
 /// Connections for writes that wait for replicas.
 const ACK_CONNECTIONS: usize = 4;
-
-/// After this many `WAIT`s in a row on one connection count too few replicas, a Redis
-/// Cluster connection is replaced ([`RedisConn::suspect`]): replicas that are linked
-/// are counted within a `WAIT`'s timeout, so shorts that go on may be a connection that
-/// reaches the wrong server. Replaced or not, the writes keep being refused until the
-/// replicas count (level-triggered: nothing here assumes why).
-const SUSPECT_AFTER_SHORTS: u32 = 3;
 
 impl Acks {
     fn index(&self, room: &str) -> usize {
