@@ -31,7 +31,7 @@ pub const COMMIT_WINDOW: Duration = Duration::from_millis(3);
 pub const COMMIT_ARRIVALS: f64 = 10.0;
 
 /// How often finished games past the retention are deleted.
-const PURGE_EVERY: Duration = Duration::from_secs(3600);
+pub(super) const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
 fn unavailable(e: &rusqlite::Error) -> StoreError {
     StoreError::Unavailable(format!("file store: {e}"))
@@ -42,6 +42,8 @@ pub(super) struct Thread {
     pub(super) healthy: Arc<AtomicBool>,
     pub(super) fail_commits: Arc<AtomicBool>,
     pub(super) file: PathBuf,
+    /// How often the purge runs ([`PURGE_EVERY`]; tests shorten it).
+    pub(super) purge_every: Duration,
 }
 
 /// The store thread: batches, purges on schedule, exits when every handle is dropped.
@@ -58,7 +60,7 @@ pub(super) fn run(
         commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state, running);
     };
     purge(&mut conn, &mut running);
-    let mut next_purge = Instant::now() + PURGE_EVERY;
+    let mut next_purge = Instant::now() + state.purge_every;
     let mut pace = Pace::gathering(COMMIT_WINDOW, COMMIT_ARRIVALS);
     loop {
         let wait = next_purge.saturating_duration_since(Instant::now());
@@ -66,7 +68,7 @@ pub(super) fn run(
             Ok(job) => job,
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 purge(&mut conn, &mut running);
-                next_purge = Instant::now() + PURGE_EVERY;
+                next_purge = Instant::now() + state.purge_every;
                 continue;
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
@@ -87,6 +89,12 @@ pub(super) fn run(
         pace.cut(batch.len());
         commit_batch(&mut conn, batch, &state, &mut running);
         pace.done(Instant::now());
+        // A store that is never idle (a call always waiting when the loop comes back to
+        // the channel) never sees its receive time out: the purge is due by the clock.
+        if Instant::now() >= next_purge {
+            purge(&mut conn, &mut running);
+            next_purge = Instant::now() + state.purge_every;
+        }
     }
     info!(file = %state.file.display(), "file store closed");
 }
@@ -145,5 +153,85 @@ fn commit_batch(conn: &mut Connection, batch: Vec<Job>, state: &Thread, running:
     }
     for (job, out) in batch.into_iter().zip(outs) {
         let _ = job.reply.send(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{encode, GameRecord};
+    use crate::store::file::dir::create_private_file;
+    use crate::store::file::ops::Out;
+    use crate::store::file::schema::open_checked;
+    use tokio::sync::oneshot::Receiver;
+
+    fn call(tx: &mpsc::Sender<Job>, op: Op) -> Receiver<Result<Out, StoreError>> {
+        let (reply, rx) = oneshot::channel();
+        tx.send(Job { op, reply }).unwrap();
+        rx
+    }
+
+    fn record(pk: &str, ended_at: i64) -> GameRecord {
+        GameRecord {
+            game_pk: pk.into(),
+            room_id: "r_old".into(),
+            game: "tally".into(),
+            players: vec!["a".into()],
+            names: vec![],
+            started_at: 1_000,
+            ended_at,
+            state_version: 1,
+            final_seq: 0,
+            result_json: "{}".into(),
+            final_state_json: "{}".into(),
+        }
+    }
+
+    /// The purge is due by the clock, not only when the store is idle: a store whose
+    /// channel always holds a call when its loop comes back to it (a busy node) still
+    /// deletes the games past their retention. Here every call is queued before the
+    /// thread starts, so the channel is never empty until the last batch.
+    #[test]
+    fn a_store_that_is_never_idle_still_purges_on_schedule() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("roomd.sqlite3");
+        create_private_file(&file).unwrap();
+        let conn = open_checked(&file, false).unwrap();
+        let running = Running::load(&conn).unwrap();
+        let (tx, rx) = mpsc::channel::<Job>();
+        let pk = "r_old.01".to_owned();
+        let begun = call(&tx, Op::Begin { pk: pk.clone(), start: vec![1] });
+        let finished = call(
+            &tx,
+            Op::Finish {
+                pk: pk.clone(),
+                ended_at: 1_000,
+                players: vec!["a".into()],
+                body: encode(&record(&pk, 1_000)).unwrap(),
+            },
+        );
+        // More than a batch of calls behind it: the record is read in a later batch.
+        let probes: Vec<_> = (0..MAX_BATCH + 10).map(|i| call(&tx, Op::Probe { now: i as i64 })).collect();
+        let read = call(&tx, Op::Record { pk: pk.clone() });
+        drop(tx);
+        let state = Thread {
+            healthy: Arc::new(AtomicBool::new(true)),
+            fail_commits: Arc::new(AtomicBool::new(false)),
+            file,
+            purge_every: Duration::ZERO,
+        };
+        // Retention zero: a finished game is past it at once.
+        run(conn, running, rx, Duration::ZERO, state);
+        assert!(matches!(begun.blocking_recv().unwrap(), Ok(Out::Done)));
+        assert!(matches!(finished.blocking_recv().unwrap(), Ok(Out::Done)));
+        for probe in probes {
+            assert!(matches!(probe.blocking_recv().unwrap(), Ok(Out::Done)));
+        }
+        match read.blocking_recv().unwrap() {
+            Ok(Out::Record(None)) => {}
+            Ok(Out::Record(Some(r))) => panic!("game {} ended at {} was not purged under load", r.game_pk, r.ended_at),
+            Err(e) => panic!("record read failed: {e}"),
+            Ok(_) => panic!("unexpected answer"),
+        }
     }
 }

@@ -124,7 +124,12 @@ impl FileStore {
         let (tx, rx) = mpsc::channel::<Job>();
         let healthy = Arc::new(AtomicBool::new(true));
         let fail_commits = Arc::new(AtomicBool::new(false));
-        let state = Thread { healthy: healthy.clone(), fail_commits: fail_commits.clone(), file: file.clone() };
+        let state = Thread {
+            healthy: healthy.clone(),
+            fail_commits: fail_commits.clone(),
+            file: file.clone(),
+            purge_every: commit::PURGE_EVERY,
+        };
         std::thread::Builder::new()
             .name("roomd-store".into())
             .spawn(move || {

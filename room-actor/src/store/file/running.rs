@@ -3,8 +3,8 @@
 //! ([`BatchSeqs`]). Apart because it is the store's one state outside SQLite, with a rule
 //! of its own: a batch's changes count only once the batch committed.
 
+use crate::FastMap;
 use rusqlite::{params, Connection, OptionalExtension, Transaction};
-use std::collections::HashMap;
 
 /// What the store thread keeps of the running games: each one's last seq (the sequence
 /// check of an append reads nothing) and the rows of the `log` table that hold its
@@ -15,8 +15,8 @@ use std::collections::HashMap;
 /// has its last seq read from there once.
 #[derive(Default)]
 pub(super) struct Running {
-    last: HashMap<String, u64>,
-    rows: HashMap<String, Vec<i64>>,
+    last: FastMap<String, u64>,
+    rows: FastMap<String, Vec<i64>>,
 }
 
 impl Running {
@@ -62,7 +62,7 @@ pub(super) struct BatchSeqs<'a> {
 #[derive(Default)]
 pub(super) struct BatchChanges {
     /// Last seqs set (`None`: no longer kept, read again if needed).
-    last: HashMap<String, Option<u64>>,
+    last: FastMap<String, Option<u64>>,
     /// `log` rows added, in order.
     rows: Vec<(String, i64)>,
     /// Games whose `log` rows moved to `entries`.
