@@ -7,11 +7,10 @@
 //!
 //! [`RedisConn`]: crate::redis::conn::RedisConn
 
-use crate::redis::append::{Appender, Replicated};
+use crate::redis::append::Appender;
 use crate::redis::conn::ThreadConns;
 use crate::redis::keys::Keys;
 use crate::redis::target::RedisTarget;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -33,9 +32,11 @@ impl Topology {
         }
     }
 
-    /// How the store's log appends reach Redis ([`Appends`]).
-    pub(crate) fn appends(self, thread_conns: &Arc<ThreadConns>, keys: &Keys) -> Appends {
-        Appends(Arc::new(Appender::shared(thread_conns.clone(), keys, self == Topology::Cluster)))
+    /// How the store's log appends reach Redis: group commit per thread, each entry
+    /// checked or on the fast path, many rooms' entries in one round trip per server
+    /// (one Redis, or each master of a Redis Cluster; `redis/append/`).
+    pub(crate) fn appender(self, thread_conns: &Arc<ThreadConns>, keys: &Keys) -> Appender {
+        Appender::shared(thread_conns.clone(), keys, self == Topology::Cluster)
     }
 
     /// How long a node's bus subscription must stay missing (with no heartbeat) before
@@ -50,35 +51,6 @@ impl Topology {
             Topology::Single => Duration::ZERO,
             Topology::Cluster => Duration::from_millis(heartbeat_ms * 3 / 2),
         }
-    }
-}
-
-/// How a store's log appends reach Redis: group commit per thread, each entry checked
-/// or on the fast path (`redis/append/`), many rooms' entries in one round trip per
-/// server (one Redis, or each master of a Redis Cluster).
-#[derive(Clone)]
-pub(crate) struct Appends(pub(crate) Arc<Appender>);
-
-impl Appends {
-    /// Batches wait `window` after their first entry for more (see `redis/append/`).
-    pub(crate) fn windowed(&self, window: Duration) -> Appends {
-        Appends(Arc::new(self.0.windowed(window)))
-    }
-
-    /// Batches wait for `replicated` replicas, on a connection of their own to `target`
-    /// (`WAIT` blocks the connection it is sent on).
-    pub(crate) fn replicated(&self, target: &RedisTarget, replicated: Replicated) -> Appends {
-        Appends(Arc::new(self.0.replicated(target.clone(), replicated)))
-    }
-
-    /// Batches sent and the entries in them.
-    pub(crate) fn batches(&self) -> (u64, u64) {
-        (self.0.stats.batches.load(Ordering::Relaxed), self.0.stats.entries.load(Ordering::Relaxed))
-    }
-
-    /// Entries appended on the fast path since start.
-    pub(crate) fn fast(&self) -> u64 {
-        self.0.stats.fast.load(Ordering::Relaxed)
     }
 }
 

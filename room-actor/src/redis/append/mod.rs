@@ -89,6 +89,7 @@ use crate::redis::target::RedisTarget;
 use queue::drain;
 use redis::{Cmd, Script};
 use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::ThreadId;
 use std::time::Duration;
@@ -217,6 +218,16 @@ impl Appender {
             queues: Mutex::default(),
             stats: Arc::default(),
         }
+    }
+
+    /// Batches sent and the entries in them.
+    pub fn batches(&self) -> (u64, u64) {
+        (self.stats.batches.load(Ordering::Relaxed), self.stats.entries.load(Ordering::Relaxed))
+    }
+
+    /// Entries appended on the fast path since start.
+    pub fn fast(&self) -> u64 {
+        self.stats.fast.load(Ordering::Relaxed)
     }
 
     /// The same appender with a batch window of `window` (before its first append).

@@ -110,7 +110,7 @@ impl RedisStore {
             wait: acks.wait(),
             short: Arc::new(move |got| for_short.short("the batch of entries", got)),
         };
-        self.appends = self.appends.replicated(target, replicated);
+        self.appends = Arc::new(self.appends.replicated(target.clone(), replicated));
         self.acks = Some(Arc::new(acks));
         Ok(self)
     }

@@ -28,7 +28,7 @@ impl RedisStore {
             let this = self.clone();
             return Box::pin(async move { this.append_fenced(game_pk, entry, token).await });
         }
-        let appender = &self.appends.0;
+        let appender = &self.appends;
         let queued = room(&game_pk)
             .and_then(|room| Ok((room, encode(&entry)?)))
             .and_then(|(room, bytes)| appender.enqueue(&self.keys, room, &game_pk, seq, bytes, token));

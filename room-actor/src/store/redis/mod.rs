@@ -26,10 +26,11 @@ use crate::error::StoreError;
 use crate::info::{RoomInfo, RoomStatus};
 use crate::lobby;
 use crate::log::{decode, encode, GameRecord, LogEntry, Snapshot, StartEntry, StoredGame};
+use crate::redis::append::Appender;
 use crate::redis::conn::{RedisConn, ThreadConns};
 use crate::redis::keys::{room_of, Keys};
 use crate::redis::target::RedisTarget;
-use crate::redis::topology::{Appends, Topology};
+use crate::redis::topology::Topology;
 use crate::store::{Fence, RoomStore, StoreFuture};
 use acks::Acks;
 use engine::PlayerId;
@@ -52,7 +53,7 @@ pub struct RedisStore {
     /// One Redis or a Redis Cluster, as the target said when the store connected.
     topology: Topology,
     /// How appends reach Redis: group commit (`redis/append/`).
-    appends: Appends,
+    appends: Arc<Appender>,
     /// A connection per thread for the hot path (appends, the bus publisher): each is
     /// driven by the thread whose rooms use it.
     thread_conns: Arc<ThreadConns>,
@@ -140,7 +141,7 @@ impl RedisStore {
         let topology = Topology::of(target);
         let keys = Keys::new(prefix);
         let thread_conns = Arc::new(ThreadConns::new(target.clone()));
-        let appends = topology.appends(&thread_conns, &keys);
+        let appends = Arc::new(topology.appender(&thread_conns, &keys));
         Ok(RedisStore {
             conn,
             keys,
@@ -156,7 +157,7 @@ impl RedisStore {
     /// `redis/append/`); zero (the default) sends each batch at once. Call it before
     /// the first append.
     pub fn with_batch_window(mut self, window: Duration) -> RedisStore {
-        self.appends = self.appends.windowed(window);
+        self.appends = Arc::new(self.appends.windowed(window));
         self
     }
 
