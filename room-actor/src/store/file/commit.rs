@@ -54,23 +54,22 @@ pub(super) fn run(
     retention: Duration,
     state: Thread,
 ) {
-    let purge = |conn: &mut Connection, running: &mut Running| {
-        let before = now_ms() - retention.as_millis() as i64;
-        let (reply, _) = oneshot::channel();
-        commit_batch(conn, vec![Job { op: Op::Purge { before }, reply }], &state, running);
-    };
-    purge(&mut conn, &mut running);
-    let mut next_purge = Instant::now() + state.purge_every;
+    // Due at once: the store purges as it opens, then every `purge_every`. Checked at
+    // the top of every turn, not only when the channel is quiet: a busy store always
+    // finds a call waiting and would never see its receive time out.
+    let mut next_purge = Instant::now();
     let mut pace = Pace::gathering(COMMIT_WINDOW, COMMIT_ARRIVALS);
     loop {
+        if Instant::now() >= next_purge {
+            let before = now_ms() - retention.as_millis() as i64;
+            let (reply, _) = oneshot::channel();
+            commit_batch(&mut conn, vec![Job { op: Op::Purge { before }, reply }], &state, &mut running);
+            next_purge = Instant::now() + state.purge_every;
+        }
         let wait = next_purge.saturating_duration_since(Instant::now());
         let first = match rx.recv_timeout(wait) {
             Ok(job) => job,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                purge(&mut conn, &mut running);
-                next_purge = Instant::now() + state.purge_every;
-                continue;
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         };
         let taken = Instant::now();
@@ -89,12 +88,6 @@ pub(super) fn run(
         pace.cut(batch.len());
         commit_batch(&mut conn, batch, &state, &mut running);
         pace.done(Instant::now());
-        // A store that is never idle (a call always waiting when the loop comes back to
-        // the channel) never sees its receive time out: the purge is due by the clock.
-        if Instant::now() >= next_purge {
-            purge(&mut conn, &mut running);
-            next_purge = Instant::now() + state.purge_every;
-        }
     }
     info!(file = %state.file.display(), "file store closed");
 }
